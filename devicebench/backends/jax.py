@@ -1,0 +1,68 @@
+"""JAX: devices, build info and memory statistics (worker side only)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def probe() -> dict[str, Any]:
+    """Import JAX and describe what it sees. Returns FrameworkProbe fields."""
+    start = time.perf_counter()
+    import jax
+
+    out: dict[str, Any] = {
+        "import_seconds": time.perf_counter() - start,
+        "version": jax.__version__,
+    }
+    devices = []
+    seen = set()
+    for dev in list(jax.devices()) + list(jax.devices("cpu")):
+        if dev.id in seen and dev.platform == "cpu":
+            continue
+        seen.add(dev.id)
+        platform = dev.platform.upper()
+        kind = "CPU" if platform == "CPU" else ("TPU" if platform == "TPU" else "GPU")
+        devices.append(
+            {
+                "name": f"{dev.platform}:{dev.id}",
+                "kind": kind,
+                "description": str(getattr(dev, "device_kind", "")),
+                "compute_capability": str(getattr(dev, "compute_capability", "") or ""),
+            }
+        )
+    out["physical_devices"] = devices
+    out["logical_devices"] = [f"{d.platform}:{d.id}" for d in jax.devices()]
+    build: dict[str, Any] = {"default_backend": jax.default_backend()}
+    try:
+        import jaxlib
+
+        build["jaxlib_version"] = getattr(jaxlib, "__version__", "")
+    except Exception:
+        pass
+    out["build"] = build
+    try:
+        dev = jax.devices()[0]
+        jax.device_put(1.0, dev).block_until_ready()
+        stats = dev.memory_stats()
+        out["memory_stats"] = "works" if stats else "unsupported"
+    except Exception as exc:
+        out["memory_stats"] = f"error: {type(exc).__name__}: {exc}"[:300]
+    return out
+
+
+def configure(device: str, threads: int | None) -> None:
+    """JAX's platform and preallocation are set through the environment by the parent."""
+
+
+def peak_memory_bytes(device: str) -> int | None:
+    """Peak device memory from ``Device.memory_stats()``; None on CPU (unknown, not 0)."""
+    import jax
+
+    try:
+        stats = jax.devices()[0].memory_stats()
+    except Exception:
+        return None
+    if not stats:
+        return None
+    return int(stats.get("peak_bytes_in_use", 0)) or None

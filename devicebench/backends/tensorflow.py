@@ -1,0 +1,84 @@
+"""TensorFlow: devices, build info and memory statistics (worker side only)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def probe() -> dict[str, Any]:
+    """Import TensorFlow and describe what it sees. Returns FrameworkProbe fields."""
+    start = time.perf_counter()
+    import tensorflow as tf
+
+    out: dict[str, Any] = {
+        "import_seconds": time.perf_counter() - start,
+        "version": tf.__version__,
+    }
+    devices = []
+    for dev in tf.config.list_physical_devices():
+        info: dict[str, Any] = {"name": dev.name, "kind": dev.device_type}
+        if dev.device_type == "GPU":
+            try:
+                details = tf.config.experimental.get_device_details(dev)
+            except Exception:
+                details = {}
+            info["description"] = str(details.get("device_name", ""))
+            cc = details.get("compute_capability")
+            if cc:
+                info["compute_capability"] = ".".join(str(x) for x in cc)
+        devices.append(info)
+    out["physical_devices"] = devices
+    out["build"] = {
+        k: (v if isinstance(v, bool | int | float) else str(v))
+        for k, v in dict(tf.sysconfig.get_build_info()).items()
+    }
+    gpus = [d for d in devices if d["kind"] == "GPU"]
+    if gpus:
+        # Memory growth, or the first allocation reserves the whole card.
+        for dev in tf.config.list_physical_devices("GPU"):
+            try:
+                tf.config.experimental.set_memory_growth(dev, True)
+            except Exception:
+                pass
+    out["logical_devices"] = [d.name for d in tf.config.list_logical_devices()]
+    target = "GPU:0" if gpus else "CPU:0"
+    try:
+        with tf.device(target):
+            tf.linalg.matmul(tf.ones((64, 64)), tf.ones((64, 64))).numpy()
+        info = tf.config.experimental.get_memory_info(target)
+        out["memory_stats"] = "works" if info.get("peak", 0) > 0 else "zeros"
+    except Exception as exc:
+        out["memory_stats"] = f"error: {type(exc).__name__}: {exc}"[:300]
+    return out
+
+
+def configure(device: str, threads: int | None) -> None:
+    """Process-global settings; must run before TensorFlow executes any op."""
+    import tensorflow as tf
+
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    gpus = tf.config.list_physical_devices("GPU")
+    if device == "cpu":
+        # Hides CUDA and Metal (PluggableDevice) GPUs alike.
+        tf.config.set_visible_devices([], "GPU")
+    else:
+        for gpu in gpus:
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except (ValueError, RuntimeError):
+                pass
+
+
+def peak_memory_bytes(device: str) -> int | None:
+    """Peak device memory, or None when TensorFlow cannot tell (CPU reports zeros)."""
+    import tensorflow as tf
+
+    if device == "cpu":
+        return None
+    try:
+        peak = tf.config.experimental.get_memory_info("GPU:0").get("peak", 0)
+    except Exception:
+        return None
+    return int(peak) or None

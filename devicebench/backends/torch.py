@@ -1,0 +1,68 @@
+"""PyTorch: devices, build info and memory statistics (worker side only)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def probe() -> dict[str, Any]:
+    """Import torch and describe what it sees. Returns FrameworkProbe fields."""
+    start = time.perf_counter()
+    import torch
+
+    out: dict[str, Any] = {
+        "import_seconds": time.perf_counter() - start,
+        "version": torch.__version__,
+    }
+    devices: list[dict[str, Any]] = [{"name": "cpu", "kind": "CPU", "description": "cpu"}]
+    build: dict[str, Any] = {
+        "is_cuda_build": torch.version.cuda is not None,
+        "cuda_version": torch.version.cuda or "",
+        "is_rocm_build": getattr(torch.version, "hip", None) is not None,
+    }
+    try:
+        build["cudnn_version"] = str(torch.backends.cudnn.version() or "")
+    except Exception:
+        build["cudnn_version"] = ""
+    memory = "unsupported"
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            devices.append(
+                {
+                    "name": f"cuda:{i}",
+                    "kind": "GPU",
+                    "description": props.name,
+                    "compute_capability": f"{props.major}.{props.minor}",
+                    "memory_bytes": int(props.total_memory),
+                }
+            )
+        memory = "works"
+    mps = getattr(torch.backends, "mps", None)
+    build["mps_built"] = bool(mps and mps.is_built())
+    if mps is not None and mps.is_available():
+        devices.append({"name": "mps", "kind": "MPS", "description": "Apple GPU (MPS)"})
+        if memory != "works":
+            memory = "current only (MPS has no peak API)"
+    out["physical_devices"] = devices
+    out["logical_devices"] = [d["name"] for d in devices]
+    out["build"] = build
+    out["memory_stats"] = memory
+    return out
+
+
+def configure(device: str, threads: int | None) -> None:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def peak_memory_bytes(device: str) -> int | None:
+    """CUDA peak allocated bytes; MPS has no peak API and CPU none: None (unknown)."""
+    import torch
+
+    if device.startswith("gpu") and torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated()) or None
+    return None

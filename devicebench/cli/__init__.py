@@ -1,0 +1,73 @@
+"""Thin typer commands. Heavy modules are imported inside commands, so that
+``devicebench --help`` stays fast and the parent never imports a framework."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import typer
+
+from devicebench import __version__
+from devicebench.errors import DevicebenchError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+app = typer.Typer(
+    name="devicebench",
+    help=(
+        "Is my accelerator actually speeding up my training, why or why not, and what is "
+        "the fastest way to train my model on this machine?"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one ``devicebench: error: ...`` line to stderr and exit."""
+    print(f"devicebench: error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def user_errors(func: F) -> F:
+    """Turn DevicebenchError (and Ctrl-C) into one line and an exit code; no traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DevicebenchError as exc:
+            fail(exc.message, exc.exit_code)
+        except KeyboardInterrupt:
+            print("devicebench: interrupted", file=sys.stderr)
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        print(f"devicebench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
+    ),
+) -> None:
+    """Is my accelerator actually speeding up my training? Measured answers and the fix."""
+
+
+from devicebench.cli import doctor as _doctor  # noqa: E402,F401  (registers commands)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,112 @@
+"""``devicebench doctor``: which devices does my framework see, and is my setup sane?"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from devicebench.cli import app, fail, user_errors
+
+DOCTOR_HELP = """Diagnose this machine's deep-learning setup and say what to fix.
+
+Probes the OS, CPU, Python and installed frameworks (each framework is imported in its
+own subprocess with a timeout), checks the result against a knowledge base of known
+problems, and, given SCRIPT, reads your training script (never runs it) for pitfalls.
+
+Exit code: 0 no errors found, 1 errors found, 2 bad input.
+"""
+
+
+@app.command(help=DOCTOR_HELP)
+@user_errors
+def doctor(
+    script: Path | None = typer.Argument(
+        None, help="A training script to check for pitfalls (read with ast, never executed)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print findings and snapshot as JSON."),
+    save: Path | None = typer.Option(
+        None, "--save", metavar="FILE", help="Write the environment snapshot to FILE (JSON)."
+    ),
+    snapshot: Path | None = typer.Option(
+        None,
+        "--snapshot",
+        metavar="FILE",
+        help="Diagnose a saved snapshot (another machine) instead of probing this one.",
+    ),
+    frameworks: str | None = typer.Option(
+        None,
+        "--frameworks",
+        metavar="LIST",
+        help="Comma-separated frameworks to import (default: all installed; 'none' to skip).",
+    ),
+    timeout: float = typer.Option(
+        60.0, "--timeout", min=1.0, help="Seconds allowed for each framework's import."
+    ),
+    sequential: bool = typer.Option(
+        False, "--sequential",
+        help="Import frameworks one after another: exact import times, slower doctor.",
+    ),
+) -> None:
+    from devicebench.env.checks import run_checks
+    from devicebench.env.script_check import check_script
+    from devicebench.env.snapshot import load_snapshot
+    from devicebench.report.doctor import doctor_json, render_doctor
+
+    if save is not None and save.is_dir():
+        fail(f"--save path is a directory: {save} — fix: pass a file name, e.g. {save}/env.json")
+    if script is not None:
+        # Validate the script before spending seconds on the probe.
+        check_script(script, None)
+
+    if snapshot is not None:
+        snap = load_snapshot(snapshot)
+    else:
+        from devicebench.env.probe import probe_environment
+
+        selected = _parse_frameworks(frameworks)
+        progress = None if json_out else _progress_printer()
+        snap = probe_environment(selected, timeout=timeout, on_framework=progress,
+                                 concurrent=not sequential)
+
+    findings = run_checks(snap)
+    if script is not None:
+        findings = findings + check_script(script, snap)
+
+    if save is not None:
+        try:
+            save.write_text(snap.to_json() + "\n", encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write snapshot to {save}: {exc.strerror} — fix: choose a writable path")
+
+    if json_out:
+        print(json.dumps(doctor_json(snap, findings), indent=2))
+    else:
+        render_doctor(snap, findings, saved_to=save, from_file=snapshot)
+    raise typer.Exit(1 if any(f.severity == "error" for f in findings) else 0)
+
+
+def _parse_frameworks(value: str | None) -> list[str] | None:
+    from devicebench.backends import FRAMEWORKS
+
+    if value is None:
+        return None
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    if names == ["none"]:
+        return []
+    unknown = [n for n in names if n not in FRAMEWORKS]
+    if unknown:
+        fail(
+            f"unknown framework {unknown[0]!r} in --frameworks — "
+            f"fix: use a comma-separated list of {', '.join(FRAMEWORKS)} (or 'none')"
+        )
+    return names
+
+
+def _progress_printer():
+    def show(name: str) -> None:
+        print(f"probing {name} (imported in a subprocess)...", file=sys.stderr, flush=True)
+
+    return show

@@ -1,0 +1,1 @@
+"""Environment: probe (facts) -> EnvSnapshot (data) -> checks (findings)."""

@@ -1,0 +1,112 @@
+"""Doctor's checks: pure functions ``(EnvSnapshot, knowledge) -> list[Finding]``.
+
+Checks never probe, print or import a deep-learning framework; they read a snapshot
+(live or saved on another machine) and the knowledge base in ``knowledge.toml``.
+
+Example:
+    >>> from devicebench.env.snapshot import EnvSnapshot, HostInfo
+    >>> [f.id for f in run_checks(EnvSnapshot(host=HostInfo(os="Linux")))]
+    ['frameworks.none']
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from devicebench.env.checks.apple import (
+    check_metal_compat,
+    check_rosetta,
+    check_tensorflow_macos,
+    check_xla_off_apple,
+)
+from devicebench.env.checks.frameworks import (
+    check_legacy_keras,
+    check_multiple_tf,
+    check_no_frameworks,
+    check_onednn,
+    check_other_backends,
+    check_probe_failures,
+)
+from devicebench.env.checks.gpu import (
+    check_cuda_driver,
+    check_gpu_not_seen,
+    check_nvidia_smi_failed,
+)
+from devicebench.env.checks.host import check_blas
+from devicebench.env.finding import Finding, sort_findings
+from devicebench.env.snapshot import EnvSnapshot
+
+__all__ = ["CHECKS", "Check", "load_knowledge", "run_checks"]
+
+Check = Callable[[EnvSnapshot, dict[str, Any]], list[Finding]]
+
+# Order matters only within a severity (sorting is stable): causes before symptoms.
+CHECKS: list[Check] = [
+    check_rosetta,
+    check_metal_compat,
+    check_tensorflow_macos,
+    check_multiple_tf,
+    check_cuda_driver,
+    check_nvidia_smi_failed,
+    check_probe_failures,
+    check_legacy_keras,
+    check_gpu_not_seen,
+    check_no_frameworks,
+    check_blas,
+    check_xla_off_apple,
+    check_onednn,
+    check_other_backends,
+]
+
+
+@functools.cache
+def load_knowledge() -> dict[str, Any]:
+    """Read and cache the knowledge base (``knowledge.toml`` shipped in this package).
+
+    The returned dict is shared between calls: treat it as read-only.
+
+    Example:
+        >>> load_knowledge()["metal"]["recommended"]
+        '1.2.0'
+    """
+    text = resources.files(__name__).joinpath("knowledge.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def run_checks(snapshot: EnvSnapshot, kb: dict[str, Any] | None = None) -> list[Finding]:
+    """Run every registered check on a snapshot; errors first, then warnings, then info.
+
+    Args:
+        snapshot: what the probe found (live or loaded with ``load_snapshot``).
+        kb: a knowledge base to use instead of the packaged one (tests).
+
+    A check that raises (a bug, or a snapshot of an unexpected shape) becomes a
+    ``doctor.check-failed`` warning instead of stopping the others.
+
+    Example:
+        >>> from devicebench.env.snapshot import EnvSnapshot, HostInfo
+        >>> snap = EnvSnapshot(host=HostInfo(os="Darwin", machine="arm64", rosetta=True))
+        >>> run_checks(snap)[0].id
+        'env.rosetta'
+    """
+    knowledge = load_knowledge() if kb is None else kb
+    findings: list[Finding] = []
+    for check in CHECKS:
+        try:
+            findings.extend(check(snapshot, knowledge))
+        except Exception as exc:  # noqa: BLE001 - one broken check must not hide the rest
+            findings.append(
+                Finding(
+                    "doctor.check-failed",
+                    "warning",
+                    f"internal check {check.__name__} failed",
+                    observed=f"{type(exc).__name__}: {exc}",
+                    why="doctor could not evaluate this check; the other findings still hold.",
+                    fix="report it with the snapshot: devicebench doctor --save snapshot.json",
+                )
+            )
+    return sort_findings(findings)

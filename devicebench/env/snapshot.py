@@ -1,0 +1,297 @@
+"""`EnvSnapshot`: a versioned, JSON-serialisable record of everything probed.
+
+The probe fills it in; checks read it and never probe anything themselves, so a
+snapshot saved on a colleague's machine is diagnosed exactly like a live one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devicebench.errors import SnapshotError
+
+SCHEMA_VERSION = 1
+
+# Distributions the probe looks up (plus every installed ``nvidia-*`` wheel).
+TRACKED_DISTRIBUTIONS: tuple[str, ...] = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-macos",
+    "tensorflow-intel",
+    "tensorflow-metal",
+    "tf-keras",
+    "tf-nightly",
+    "keras",
+    "jax",
+    "jaxlib",
+    "jax-metal",
+    "jax-cuda12-plugin",
+    "jax-cuda13-plugin",
+    "torch",
+    "numpy",
+)
+
+# Environment variables that change how frameworks behave.
+TRACKED_ENV_VARS: tuple[str, ...] = (
+    "CUDA_VISIBLE_DEVICES",
+    "KERAS_BACKEND",
+    "KERAS_HOME",
+    "KERAS_TORCH_DEVICE",
+    "TF_USE_LEGACY_KERAS",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_CPP_MIN_LOG_LEVEL",
+    "TF_XLA_FLAGS",
+    "TF_GPU_ALLOCATOR",
+    "XLA_FLAGS",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "JAX_PLATFORMS",
+    "JAX_ENABLE_X64",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "PYTORCH_ENABLE_MPS_FALLBACK",
+    "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "LD_LIBRARY_PATH",
+)
+
+
+@dataclass
+class HostInfo:
+    """Facts about the machine and interpreter, gathered without any framework."""
+
+    os: str = ""  # platform.system(): Linux | Darwin | Windows
+    os_version: str = ""  # macOS product version, distro name, or kernel release
+    machine: str = ""  # hardware architecture (arm64 on Apple Silicon even under Rosetta)
+    python_arch: str = ""  # architecture the interpreter is built for (platform.machine())
+    rosetta: bool | None = None  # True: x86_64 Python translated on Apple Silicon
+    python_version: str = ""
+    python_implementation: str = ""
+    python_executable: str = ""
+    cpu_model: str = ""
+    cpu_cores_physical: int | None = None
+    cpu_cores_logical: int | None = None
+    cpu_flags: list[str] = field(default_factory=list)  # selected ISA flags (avx512*, amx*)
+    ram_bytes: int | None = None
+    apple_chip: str = ""  # "Apple M1 Ultra" on Apple Silicon, "" elsewhere
+
+
+@dataclass
+class BlasInfo:
+    """numpy's BLAS as numpy reports it."""
+
+    name: str = ""  # "scipy-openblas", "accelerate", "mkl", ... ("" = unknown)
+    version: str = ""
+    numpy_version: str = ""
+    simd_found: list[str] = field(default_factory=list)
+
+
+@dataclass
+class NvidiaGpu:
+    index: int = 0
+    name: str = ""
+    memory_total_mib: int | None = None
+    compute_capability: str = ""
+
+
+@dataclass
+class NvidiaSmi:
+    """What ``nvidia-smi`` reports (absent when the command is missing)."""
+
+    driver_version: str = ""
+    cuda_version: str = ""  # the newest CUDA the driver supports
+    gpus: list[NvidiaGpu] = field(default_factory=list)
+    error: str = ""  # nvidia-smi present but failed
+
+
+@dataclass
+class DeviceInfo:
+    """One device as a framework sees it."""
+
+    name: str = ""  # "/physical_device:GPU:0", "cuda:0", "TFRT_CPU_0"
+    kind: str = ""  # CPU | GPU | TPU | MPS
+    description: str = ""  # "NVIDIA H100", "METAL", "cpu"
+    compute_capability: str = ""
+    memory_bytes: int | None = None
+
+
+@dataclass
+class FrameworkProbe:
+    """Result of importing one framework in its own subprocess.
+
+    ``status`` is ``ok``, ``error`` (import raised), ``crashed`` (the process died,
+    e.g. a Metal plugin's "Symbol not found" abort), ``timeout`` or ``skipped``.
+    """
+
+    name: str = ""
+    status: str = "ok"
+    version: str = ""
+    import_seconds: float | None = None
+    physical_devices: list[DeviceInfo] = field(default_factory=list)
+    logical_devices: list[str] = field(default_factory=list)
+    build: dict[str, Any] = field(default_factory=dict)  # is_cuda_build, cuda_version, ...
+    keras_version: str = ""
+    keras_jit_auto: bool | None = None  # how jit_compile="auto" resolved on this backend
+    keras_error: str = ""
+    memory_stats: str = ""  # "works" | "zeros" (unknown) | "unsupported" | "error: ..."
+    extra: dict[str, Any] = field(default_factory=dict)
+    error: str = ""  # exception text / stderr tail when status != ok
+
+    @property
+    def gpu_devices(self) -> list[DeviceInfo]:
+        return [d for d in self.physical_devices if d.kind in ("GPU", "MPS")]
+
+
+@dataclass
+class EnvSnapshot:
+    """Everything the probe found. Serialise with :meth:`to_json`, load with :func:`load_snapshot`.
+
+    Example:
+        >>> snap = EnvSnapshot(host=HostInfo(os="Linux"))
+        >>> EnvSnapshot.from_dict(json.loads(snap.to_json())).host.os
+        'Linux'
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    created_at: str = ""
+    devicebench_version: str = ""
+    host: HostInfo = field(default_factory=HostInfo)
+    distributions: dict[str, str] = field(default_factory=dict)  # name -> version
+    keras_config_backend: str = ""  # backend in ~/.keras/keras.json ("" if no file)
+    blas: BlasInfo = field(default_factory=BlasInfo)
+    nvidia_smi: NvidiaSmi | None = None
+    env_vars: dict[str, str] = field(default_factory=dict)
+    frameworks: dict[str, FrameworkProbe] = field(default_factory=dict)
+    probes_concurrent: bool = False  # frameworks imported at once: import times inflated
+    probe_errors: list[str] = field(default_factory=list)  # parts of the probe that failed
+
+    # -- derived facts shared by checks -------------------------------------------------
+    def has(self, dist: str) -> bool:
+        return dist in self.distributions
+
+    def version_of(self, dist: str) -> str:
+        return self.distributions.get(dist, "")
+
+    @property
+    def is_apple_silicon(self) -> bool:
+        arm = self.host.machine == "arm64" or bool(self.host.rosetta)
+        return self.host.os == "Darwin" and arm
+
+    @property
+    def keras_backend(self) -> str:
+        """The backend Keras will use: KERAS_BACKEND, else keras.json, else tensorflow."""
+        return self.env_vars.get("KERAS_BACKEND") or self.keras_config_backend or "tensorflow"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EnvSnapshot:
+        """Build a snapshot from parsed JSON; raises :class:`SnapshotError` on a bad shape."""
+        if not isinstance(data, dict):
+            raise SnapshotError(
+                "snapshot is not a JSON object",
+                fix="pass a file written by `devicebench doctor --save FILE`",
+            )
+        version = data.get("schema_version")
+        if not isinstance(version, int):
+            raise SnapshotError(
+                "snapshot has no integer schema_version",
+                why="it was not written by `devicebench doctor --save`",
+                fix="save one with `devicebench doctor --save FILE`",
+            )
+        if version > SCHEMA_VERSION:
+            raise SnapshotError(
+                f"snapshot schema version {version} is newer than this devicebench "
+                f"understands ({SCHEMA_VERSION})",
+                fix="upgrade devicebench: pip install -U devicebench",
+            )
+        try:
+            return _build(cls, data)
+        except (TypeError, ValueError) as exc:
+            raise SnapshotError(
+                f"snapshot has an unexpected shape ({exc})",
+                fix="re-save it with `devicebench doctor --save FILE`",
+            ) from None
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """Recursively turn JSON values into the annotated dataclass types."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise TypeError(f"{tp.__name__} must be an object, got {type(value).__name__}")
+        hints = typing.get_type_hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in value:
+                kwargs[f.name] = _build(hints[f.name], value[f.name])
+        return tp(**kwargs)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _build(inner[0], value)
+    if origin is list:
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        (item,) = typing.get_args(tp)
+        return [_build(item, v) for v in value]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        _, vt = typing.get_args(tp)
+        return {str(k): _build(vt, v) for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, str, bool) and value is not None and not isinstance(value, tp):
+        raise TypeError(f"expected {tp.__name__}, got {type(value).__name__}")
+    return value
+
+
+def load_snapshot(path: str | Path) -> EnvSnapshot:
+    """Read a snapshot saved by ``devicebench doctor --save``.
+
+    Raises:
+        SnapshotError: the file is missing, a directory, unreadable, not JSON, of a
+            newer schema, or of the wrong shape.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise SnapshotError(
+            f"snapshot path is a directory: {p}", fix="pass the JSON file inside it"
+        )
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnapshotError(
+            f"snapshot file not found: {p}",
+            fix="check the path, or write one with `devicebench doctor --save FILE`",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(
+            f"cannot read snapshot file {p}: {exc}", fix="check the file's permissions"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(
+            f"snapshot file {p} is not valid JSON (line {exc.lineno}: {exc.msg})",
+            why="it may be truncated or edited by hand",
+            fix="re-save it with `devicebench doctor --save FILE`",
+        ) from None
+    return EnvSnapshot.from_dict(data)

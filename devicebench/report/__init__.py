@@ -1,0 +1,1 @@
+"""Renderers (terminal, JSON, HTML). They format data; they never compute it."""

@@ -1,0 +1,1 @@
+"""Trials: specs, results, the worker entry point and launchers."""

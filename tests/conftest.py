@@ -1,0 +1,46 @@
+"""Shared test helpers: run the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> CliResult:
+    """Run ``python -m devicebench ARGS`` exactly as a user would (a real process)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "devicebench", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        check=False,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+requires_tf = pytest.mark.skipif(not has_module("tensorflow"), reason="tensorflow not installed")
+requires_jax = pytest.mark.skipif(not has_module("jax"), reason="jax not installed")
+
+
+@pytest.fixture
+def cli():
+    return run_cli

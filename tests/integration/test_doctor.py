@@ -1,0 +1,162 @@
+"""doctor end to end: the real probe on this machine, the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devicebench.env.probe import probe_environment
+from devicebench.env.snapshot import SCHEMA_VERSION, load_snapshot
+from tests.conftest import requires_jax, requires_tf, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def tf_snapshot():
+    return probe_environment(["tensorflow"], timeout=120)
+
+
+@requires_tf
+def test_real_probe_finds_tensorflow_cpu_and_keras(tf_snapshot):
+    tf = tf_snapshot.frameworks["tensorflow"]
+    assert tf.status == "ok", tf.error
+    assert tf.version == tf_snapshot.distributions["tensorflow"]
+    assert any(d.kind == "CPU" for d in tf.physical_devices)
+    assert tf.keras_version.startswith("3."), tf.keras_error
+    # Keras 3 resolves jit_compile="auto" to False on TF without an accelerator.
+    assert tf.keras_jit_auto is False
+    assert tf.import_seconds and tf.import_seconds > 0
+    assert tf.memory_stats in ("zeros", "works")
+
+
+@requires_jax
+def test_real_probe_jax_memory_stats_unknown_on_cpu():
+    snap = probe_environment(["jax"], timeout=120)
+    jax = snap.frameworks["jax"]
+    assert jax.status == "ok", jax.error
+    assert jax.physical_devices[0].kind == "CPU"
+    assert jax.memory_stats == "unsupported"  # None on CPU: unknown, never 0
+    assert jax.keras_jit_auto is True
+
+
+def test_host_layer_never_imports_a_framework():
+    code = (
+        "import sys\n"
+        "from devicebench.env.probe import probe_host_layer\n"
+        "import devicebench.cli\n"
+        "snap = probe_host_layer()\n"
+        "bad = [m for m in ('tensorflow', 'jax', 'torch', 'keras') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_crashing_framework_import_becomes_data(tmp_path, monkeypatch):
+    """A framework whose import aborts (a Metal plugin's "Symbol not found") is a finding."""
+    fake = tmp_path / "tensorflow"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        "import os, sys\n"
+        "sys.stderr.write('dlopen(libmetal_plugin.dylib): Symbol not found: _TF_Foo\\n')\n"
+        "sys.stderr.flush()\n"
+        "os.abort()\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{ROOT}")
+    snap = probe_environment(["tensorflow"], timeout=60)
+    tf = snap.frameworks["tensorflow"]
+    assert tf.status == "crashed"
+    assert "SIGABRT" in tf.error and "Symbol not found" in tf.error
+
+
+def test_hanging_framework_import_times_out(tmp_path, monkeypatch):
+    fake = tmp_path / "jax"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("import time\ntime.sleep(600)\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{ROOT}")
+    snap = probe_environment(["jax"], timeout=3)
+    assert snap.frameworks["jax"].status == "timeout"
+
+
+@requires_tf
+def test_cli_json_lists_cpu_device_and_versions():
+    res = run_cli("doctor", "--json", "--frameworks", "tensorflow")
+    assert res.returncode in (0, 1), res.stderr
+    doc = json.loads(res.stdout)
+    snap = doc["snapshot"]
+    tf = snap["frameworks"]["tensorflow"]
+    assert [d["kind"] for d in tf["physical_devices"]] == ["CPU"]
+    assert snap["distributions"]["keras"] == tf["keras_version"]
+    assert res.returncode == (1 if any(f["severity"] == "error" for f in doc["findings"]) else 0)
+    assert all({"id", "severity", "observed", "why", "fix"} <= set(f) for f in doc["findings"])
+
+
+@requires_tf
+def test_cli_terminal_output_shows_device_table():
+    res = run_cli("doctor", "--frameworks", "tensorflow")
+    assert res.returncode in (0, 1), res.stderr
+    assert "tensorflow" in res.stdout and "CPU" in res.stdout
+    assert "Findings" in res.stdout
+
+
+def test_save_then_diagnose_snapshot(tmp_path):
+    out = tmp_path / "env.json"
+    res = run_cli("doctor", "--frameworks", "none", "--save", str(out))
+    assert res.returncode in (0, 1), res.stderr
+    snap = load_snapshot(out)
+    assert snap.schema_version == SCHEMA_VERSION
+    again = run_cli("doctor", "--snapshot", str(out), "--json")
+    assert again.returncode == res.returncode
+    assert json.loads(again.stdout)["snapshot"]["host"] == json.loads(out.read_text())["host"]
+
+
+def test_fixture_snapshot_with_metal_mismatch_exits_1():
+    res = run_cli("doctor", "--snapshot", str(FIXTURES / "snapshots" / "m1_tf218_metal110.json"))
+    assert res.returncode == 1, res.stderr
+    assert "Symbol not found" in res.stdout
+
+
+def _assert_one_line_error(res, *needles: str) -> None:
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    for n in needles:
+        assert n in lines[0]
+
+
+def test_bad_inputs_give_one_line_and_exit_2(tmp_path):
+    _assert_one_line_error(run_cli("doctor", "--snapshot", str(tmp_path / "nope.json")),
+                           "not found", "nope.json")
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"schema_version": 1, "host": ')
+    _assert_one_line_error(run_cli("doctor", "--snapshot", str(corrupt)), "not valid JSON")
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
+    _assert_one_line_error(run_cli("doctor", "--snapshot", str(newer)), "newer", "upgrade")
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"schema_version": 1, "host": "x86"}))
+    _assert_one_line_error(run_cli("doctor", "--snapshot", str(wrong)), "unexpected shape")
+    _assert_one_line_error(run_cli("doctor", "--snapshot", str(tmp_path)), "directory")
+    broken = tmp_path / "train.py"
+    broken.write_text("def f(:\n    pass\n")
+    _assert_one_line_error(run_cli("doctor", str(broken), "--frameworks", "none"), "train.py")
+    _assert_one_line_error(run_cli("doctor", str(tmp_path), "--frameworks", "none"), "directory")
+    _assert_one_line_error(run_cli("doctor", "--frameworks", "tensorflw"), "tensorflw")
+
+
+def test_script_check_through_cli_reports_line():
+    script = FIXTURES / "scripts" / "seed000_rnn.py"
+    res = run_cli("doctor", str(script), "--frameworks", "none", "--json")
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    legacy = [f for f in doc["findings"] if f["id"] == "script.legacy-optimizer"]
+    lineno = next(i for i, ln in enumerate(script.read_text().splitlines(), 1)
+                  if "optimizers.legacy" in ln)
+    assert legacy and legacy[0]["location"].endswith(f":{lineno}")
