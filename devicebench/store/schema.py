@@ -1,0 +1,135 @@
+"""Schema of the results database: versions, migrations, and how they are applied.
+
+The version lives in ``PRAGMA user_version``. Migrations are registered in
+:data:`MIGRATIONS` (version -> function) and each runs in ONE transaction together with
+the ``user_version`` bump, so a failure (or Ctrl-C) leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+CURRENT_SCHEMA = 2
+
+# Version 1: machines, runs, trials; a trial's raw blocks live inside its result JSON.
+V1_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE machines (
+        id INTEGER PRIMARY KEY,
+        fingerprint TEXT NOT NULL UNIQUE,
+        cpu TEXT NOT NULL,
+        gpu TEXT NOT NULL,
+        os TEXT NOT NULL,
+        python TEXT NOT NULL,
+        frameworks TEXT NOT NULL,  -- JSON: distribution -> version
+        snapshot TEXT NOT NULL,    -- JSON: the whole EnvSnapshot
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        machine_id INTEGER NOT NULL REFERENCES machines(id) ON DELETE CASCADE,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,          -- NULL: interrupted or still running
+        command TEXT NOT NULL,
+        options TEXT NOT NULL      -- JSON
+    )""",
+    """CREATE TABLE trials (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        spec_key TEXT NOT NULL,
+        spec TEXT NOT NULL,        -- JSON: TrialSpec.to_dict()
+        status TEXT NOT NULL,
+        result TEXT NOT NULL,      -- JSON: TrialResult.to_dict()
+        finished_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX runs_machine ON runs(machine_id)",
+    "CREATE INDEX trials_run ON trials(run_id)",
+)
+
+# Version 2: each raw timing block is a row of its own; the result JSON no longer holds them.
+V2_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE samples (
+        trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,      -- block order within the trial
+        round INTEGER,             -- interleaving round (NULL: not recorded)
+        seconds REAL NOT NULL,     -- wall time of the block, ending with a device sync
+        steps INTEGER NOT NULL,    -- steps in the block
+        PRIMARY KEY (trial_id, idx)
+    )""",
+    "CREATE INDEX trials_spec_status ON trials(spec_key, status)",
+)
+
+# Keys of a version-2 result JSON that live elsewhere (spec column, samples table).
+MOVED_KEYS = ("spec", "block_seconds", "block_rounds")
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    for sql in V1_STATEMENTS:
+        conn.execute(sql)
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    for sql in V2_STATEMENTS:
+        conn.execute(sql)
+    rows = conn.execute("SELECT id, result FROM trials").fetchall()
+    for trial_id, result_json in rows:
+        try:
+            result = json.loads(result_json)
+            seconds = [float(s) for s in result.get("block_seconds", [])]
+            rounds = [int(r) for r in result.get("block_rounds", [])]
+            steps = int(result.get("steps_per_block", 0))
+        except (ValueError, TypeError, AttributeError):
+            continue  # unreadable row: left as it was; loading it reports the problem
+        conn.executemany(
+            "INSERT INTO samples (trial_id, idx, round, seconds, steps) VALUES (?, ?, ?, ?, ?)",
+            [(trial_id, i, rounds[i] if i < len(rounds) else None, s, steps)
+             for i, s in enumerate(seconds)],
+        )
+        slim = {k: v for k, v in result.items() if k not in MOVED_KEYS}
+        conn.execute("UPDATE trials SET result = ? WHERE id = ?",
+                     (json.dumps(slim, sort_keys=True), trial_id))
+
+
+Migration = Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: dict[int, Migration] = {1: _migrate_v1, 2: _migrate_v2}
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The database's ``PRAGMA user_version`` (0 for a new, empty file)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def apply_migrations(conn: sqlite3.Connection, target: int = CURRENT_SCHEMA) -> list[int]:
+    """Bring ``conn`` (opened with ``isolation_level=None``) up to ``target``.
+
+    Each pending migration runs in its own ``BEGIN IMMEDIATE`` transaction together with
+    the version bump; the version is re-read under the write lock, so two processes
+    opening an old file at once migrate it once.
+
+    Returns:
+        the versions applied (empty when already current).
+
+    Raises:
+        sqlite3.Error: a migration failed (its transaction is rolled back);
+            any exception a migration raises, after the rollback.
+    """
+    applied: list[int] = []
+    for version in sorted(v for v in MIGRATIONS if v <= target):
+        if schema_version(conn) >= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if schema_version(conn) >= version:  # another process got there first
+                conn.execute("ROLLBACK")
+                continue
+            MIGRATIONS[version](conn)
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        applied.append(version)
+    return applied
