@@ -1,0 +1,68 @@
+"""The `Workload` contract: what a built-in or user workload provides.
+
+A workload module must not import any deep-learning framework at import time: the
+parent lists workloads (``devicebench workloads``) without one. The worker passes the
+imported ``keras`` module to :meth:`Workload.build_model`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TrainData:
+    """Training arrays and a note on where they came from (shown in the output)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    note: str = "synthetic, seeded"
+
+    @property
+    def samples(self) -> int:
+        return int(self.x.shape[0])
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model, its data and its training settings.
+
+    Attributes:
+        name: registry name, e.g. ``"seed-rnn"``.
+        description: one line for ``devicebench workloads``.
+        build_model: ``f(keras) -> keras.Model`` (uncompiled); must use only Keras APIs so
+            it builds on every backend.
+        make_data: ``f(seed) -> TrainData`` with numpy arrays (float32 / int32), seeded
+            and deterministic; ``note`` says whether the data is real or synthetic.
+        loss: Keras loss identifier, e.g. ``"mse"``.
+        optimizer: ``f(keras) -> optimizer`` (a fresh optimizer each call).
+        batch_size: the workload's own batch size.
+        flops_per_sample: analytic training FLOPs per sample (forward + backward,
+            ~3x forward; a multiply-add counts 2), or None when unknown. Analytic because
+            TF's profiler and JAX's cost analysis count a loop body once.
+        params: human-readable parameters shown by ``devicebench workloads``.
+        metrics: Keras metrics to compile with (as the original script did).
+        default_seed: the seed that reproduces the original script's data.
+    """
+
+    name: str
+    description: str
+    build_model: Callable[[Any], Any]
+    make_data: Callable[[int], TrainData]
+    loss: str
+    optimizer: Callable[[Any], Any]
+    batch_size: int
+    flops_per_sample: float | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
+    default_seed: int = 0
+
+    def flops_per_step(self, batch_size: int | None = None) -> float | None:
+        """Analytic training FLOPs for one optimizer step at ``batch_size``."""
+        if self.flops_per_sample is None:
+            return None
+        return self.flops_per_sample * (batch_size or self.batch_size)
