@@ -66,6 +66,7 @@ def _root(
 
 
 from devicebench.cli import doctor as _doctor  # noqa: E402,F401  (registers commands)
+from devicebench.cli import run as _run  # noqa: E402,F401
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from devicebench.env.finding import SEVERITIES, Finding, sort_findings
 from devicebench.env.snapshot import EnvSnapshot
+from devicebench.report.console import make_console
 
 DOCTOR_JSON_VERSION = 1
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -68,7 +69,7 @@ def render_doctor(
     from_file: Path | None = None,
 ) -> None:
     """Print the machine summary, the frameworks table and the findings by severity."""
-    con = console or Console()
+    con = console or make_console()
     h = snapshot.host
     source = f"snapshot {from_file}" if from_file else "this machine"
     con.print(f"[bold]devicebench doctor[/bold] — {source} ({snapshot.created_at or 'no date'})")

@@ -1,0 +1,1 @@
+"""Advice: equivalence checks, candidate search and explanations."""

@@ -1,0 +1,203 @@
+"""``devicebench run`` and ``devicebench workloads``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from devicebench.cli import app, user_errors
+from devicebench.errors import SpecError
+
+RUN_HELP = """Measure training speed per backend, device and configuration.
+
+Every trial runs in its own worker process (backend, device visibility and thread pools
+are process-global); trials of a workload are measured in interleaved rounds and
+compared with the reference (TensorFlow on the CPU in float32 when it is among them),
+from the same initial weights, so the loss verdict says whether the faster run trains
+the same model. Results go to a SQLite file as each trial finishes.
+
+Lists are comma-separated: --backend tensorflow,jax.
+"""
+
+
+def _split(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _ints(value: str | None, name: str) -> list[int | None] | None:
+    items = _split(value)
+    if items is None:
+        return None
+    out: list[int | None] = []
+    for item in items:
+        if item == "default":
+            out.append(None)
+            continue
+        try:
+            n = int(item)
+        except ValueError:
+            raise SpecError(f"{name} must be a positive integer, got {item!r}",
+                            fix=f"e.g. --{name} 32 or --{name} 32,64") from None
+        if n <= 0:
+            raise SpecError(f"{name} must be a positive integer, got {n}",
+                            fix=f"e.g. --{name} 32")
+        out.append(n)
+    return out
+
+
+@app.command(help=RUN_HELP)
+@user_errors
+def run(
+    workloads: list[str] = typer.Argument(
+        None, help="Built-in workload names (default: seed-rnn) or path/file.py:function."),
+    backend: str | None = typer.Option(None, "--backend", help="tensorflow,jax,torch "
+                                       "(default: every installed one)."),
+    device: str | None = typer.Option(None, "--device", help="cpu, gpu:N, mps "
+                                      "(default: every device this machine has but mps)."),
+    precision: str | None = typer.Option(None, "--precision",
+                                         help="float32, mixed_float16, mixed_bfloat16."),
+    jit: str | None = typer.Option(None, "--jit", help="auto, on, off."),
+    batch_size: str | None = typer.Option(None, "--batch-size",
+                                          help="Batch sizes (default: the workload's)."),
+    pipeline: str | None = typer.Option(None, "--pipeline", help="arrays, tf.data."),
+    threads: str | None = typer.Option(None, "--threads",
+                                       help="Intra-op threads (default: all cores)."),
+    steps_per_execution: int = typer.Option(1, "--steps-per-execution", min=1),
+    seed: int | None = typer.Option(None, "--seed", help="Data and weight seed."),
+    rounds: int | None = typer.Option(None, "--rounds", min=1,
+                                      help="Exactly N interleaved rounds (default: 5 to 30, "
+                                           "until the CI is within ±3% or the budget ends)."),
+    budget: float = typer.Option(60.0, "--budget", min=1.0,
+                                 help="Seconds of measuring per workload, after warm-up."),
+    equivalence_steps: int = typer.Option(50, "--equivalence-steps", min=1,
+                                          help="Steps whose losses are compared."),
+    timeout: float = typer.Option(300.0, "--timeout", min=1.0,
+                                  help="Seconds allowed for a trial's setup or one block."),
+    memory_limit: int | None = typer.Option(
+        None, "--memory-limit", min=1, metavar="MiB",
+        help="Address-space limit per worker beyond what its imports use (Linux); a trial "
+             "that exceeds it is recorded as oom."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file "
+                                   "(default: the user data directory)."),
+    resume: bool = typer.Option(False, "--resume", help="Skip trials already measured "
+                                "(same spec, same machine) and show their stored results."),
+    json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
+) -> None:
+    from devicebench.env.probe import probe_host_layer
+    from devicebench.store import ResultStore
+    from devicebench.trials.engine import RunOptions, run_workload_group
+    from devicebench.trials.plan import plan_trials
+    from devicebench.trials.summary import compare
+    from devicebench.workloads.loader import validate_workload_ref
+
+    names = list(workloads or ["seed-rnn"])
+    for name in names:
+        validate_workload_ref(name)
+    snapshot = probe_host_layer()
+    plan = plan_trials(
+        snapshot, names, backends=_split(backend), devices=_split(device),
+        precisions=_split(precision), jits=_split(jit),
+        batch_sizes=_ints(batch_size, "batch-size"), pipelines=_split(pipeline),
+        threads=_ints(threads, "threads"), steps_per_execution=steps_per_execution, seed=seed,
+    )
+    options = RunOptions(
+        min_rounds=rounds or 5, max_rounds=rounds or 30, budget_seconds=budget,
+        equivalence_steps=equivalence_steps, setup_timeout=timeout, block_timeout=timeout,
+        memory_limit_bytes=memory_limit * 2**20 if memory_limit else None,
+    )
+    store = ResultStore.open(db)
+    machine = store.add_machine(snapshot)
+    done_keys = store.completed_specs(machine) if resume else set()
+    run_id = store.start_run(machine, "run", {"argv": sys.argv[1:]})
+    results = []
+    notes = list(plan.notes)
+    try:
+        for name in names:
+            group = [s for s in plan.specs if s.workload == name]
+            todo = [s for s in group if s.key not in done_keys]
+            for s in group:
+                if s.key in done_keys:
+                    prev = store.latest_result(machine, s.key)
+                    if prev is not None:
+                        results.append(prev)
+                        notes.append(f"{name} {s.label}: stored result reused (--resume)")
+            if not todo:
+                continue
+            progress = None if json_out else _Progress(len(todo), options)
+            try:
+                results += run_workload_group(
+                    todo, options, on_event=progress.event if progress else None,
+                    on_result=lambda r: store.add_trial(run_id, r))
+            finally:
+                if progress:
+                    progress.stop()
+        store.finish_run(run_id)
+    finally:
+        store.close()
+    rows = compare(results)
+    if json_out:
+        print(json.dumps({"schema_version": 1, "run_id": run_id, "notes": notes,
+                          "results": [r.to_dict() for r in rows]}, indent=2, default=str))
+    else:
+        from devicebench.report.run import render_comparison
+
+        render_comparison(rows, notes=notes)
+    if results and all(r.status != "ok" for r in results):
+        raise typer.Exit(1)
+
+
+class _Progress:
+    """A rich progress bar over setup and rounds (stderr, so --json stays clean)."""
+
+    def __init__(self, n_trials: int, options) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 TimeElapsedColumn(), console=Console(stderr=True),
+                                 transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("starting", total=n_trials + options.max_rounds)
+
+    def event(self, kind: str, spec, info: dict) -> None:
+        if kind == "setup":
+            self.progress.update(self.task, description=f"setting up {spec.label} "
+                                 "(import, build, compile, warm-up)")
+        elif kind == "round":
+            self.progress.update(self.task, advance=1,
+                                 description=f"round {info['round']} (interleaved)")
+        elif kind == "done":
+            self.progress.update(self.task, advance=1)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+@app.command("workloads", help="List the built-in workloads with their parameters.")
+@user_errors
+def list_workloads(json_out: bool = typer.Option(False, "--json")) -> None:
+    from devicebench.workloads import BUILTIN_WORKLOADS
+
+    rows = []
+    for w in BUILTIN_WORKLOADS.values():
+        rows.append({"name": w.name, "description": w.description, "batch_size": w.batch_size,
+                     "flops_per_step": w.flops_per_step(), "params": w.params})
+    if json_out:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Built-in workloads", title_justify="left")
+    for col in ("name", "description", "batch", "FLOPs/step (training)", "parameters"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        flops = f"{r['flops_per_step']:.3g}" if r["flops_per_step"] else "unknown"
+        params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
+        table.add_row(r["name"], r["description"], str(r["batch_size"]), flops, params)
+    Console().print(table)

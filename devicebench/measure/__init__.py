@@ -1,0 +1,1 @@
+"""Measurement: statistics on raw samples; the timed protocol lives in the worker."""

@@ -1,0 +1,115 @@
+"""Robust statistics on raw timing samples: median, IQR, bootstrap CIs, paired ratios.
+
+Bootstraps use a fixed seed so a stored result always renders the same figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+CI_LEVEL = 0.95
+N_BOOT = 2000
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median, quartiles and a 95% CI of the median of a set of samples (seconds)."""
+
+    n: int
+    median: float
+    q1: float
+    q3: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def rel_ci_halfwidth(self) -> float:
+        """Half the CI width relative to the median (0.03 = ±3%)."""
+        if self.median <= 0:
+            return float("inf")
+        return (self.ci_high - self.ci_low) / 2 / self.median
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(20261129)
+
+
+def summarize(samples: Sequence[float]) -> Summary:
+    """Summarise samples; with fewer than 3 the CI is the sample range (honestly wide).
+
+    Example:
+        >>> summarize([1.0, 1.1, 0.9, 1.0]).median
+        1.0
+    """
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("no samples")
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    if x.size < 3:
+        lo, hi = float(x.min()), float(x.max())
+    else:
+        idx = _rng().integers(0, x.size, size=(N_BOOT, x.size))
+        meds = np.median(x[idx], axis=1)
+        alpha = (1 - CI_LEVEL) / 2
+        lo, hi = np.quantile(meds, [alpha, 1 - alpha])
+    return Summary(int(x.size), float(med), float(q1), float(q3), float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A speed-up ``baseline / candidate`` with its 95% CI (>1: the candidate is faster)."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    n_rounds: int
+
+    @property
+    def significant(self) -> bool:
+        """True when the CI excludes 1 (a real difference, not noise)."""
+        return self.ci_low > 1 or self.ci_high < 1
+
+
+def paired_ratio(
+    baseline: dict[int, float], candidate: dict[int, float]
+) -> Ratio | None:
+    """Speed-up of ``candidate`` over ``baseline`` from per-round step times.
+
+    Rounds interleave the configurations (A B A B ...), so drift hits both alike; the
+    bootstrap resamples whole rounds, keeping each round's pair together.
+
+    Args:
+        baseline, candidate: round index -> median step time in that round.
+
+    Returns:
+        the ratio of medians with a bootstrap CI over rounds, or None without common rounds.
+    """
+    rounds = sorted(set(baseline) & set(candidate))
+    if not rounds:
+        return None
+    b = np.array([baseline[r] for r in rounds])
+    c = np.array([candidate[r] for r in rounds])
+    value = float(np.median(b) / np.median(c))
+    if len(rounds) < 3:
+        ratios = b / c
+        return Ratio(value, float(ratios.min()), float(ratios.max()), len(rounds))
+    idx = _rng().integers(0, len(rounds), size=(N_BOOT, len(rounds)))
+    boots = np.median(b[idx], axis=1) / np.median(c[idx], axis=1)
+    alpha = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
+    return Ratio(value, float(lo), float(hi), len(rounds))
+
+
+def settled(times: Sequence[float], tolerance: float = 0.15) -> bool:
+    """Warm-up is over when the last two blocks differ by less than ``tolerance``."""
+    if len(times) < 2:
+        return False
+    a, b = times[-2], times[-1]
+    return abs(a - b) <= tolerance * max(a, b)

@@ -1,0 +1,91 @@
+"""Expand command-line choices into trial specs for this machine (no framework import)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from devicebench.backends import FRAMEWORK_DISTRIBUTIONS
+from devicebench.env.snapshot import EnvSnapshot
+from devicebench.errors import SpecError
+from devicebench.trials.spec import TrialSpec
+
+
+def machine_devices(snapshot: EnvSnapshot) -> list[str]:
+    """Devices this machine has: cpu, gpu:N per NVIDIA GPU, gpu:0 + mps on Apple Silicon."""
+    devices = ["cpu"]
+    if snapshot.nvidia_smi is not None:
+        devices += [f"gpu:{g.index}" for g in snapshot.nvidia_smi.gpus]
+    if snapshot.host.os == "Darwin" and snapshot.host.machine == "arm64":
+        devices += ["gpu:0", "mps"]
+    return list(dict.fromkeys(devices))
+
+
+def installed_backends(snapshot: EnvSnapshot) -> list[str]:
+    return [b for b, dists in FRAMEWORK_DISTRIBUTIONS.items()
+            if any(snapshot.has(d) for d in dists)]
+
+
+@dataclass
+class Plan:
+    specs: list[TrialSpec]
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_trials(
+    snapshot: EnvSnapshot,
+    workloads: list[str],
+    *,
+    backends: list[str] | None = None,
+    devices: list[str] | None = None,
+    precisions: list[str] | None = None,
+    jits: list[str] | None = None,
+    batch_sizes: list[int | None] | None = None,
+    pipelines: list[str] | None = None,
+    threads: list[int | None] | None = None,
+    steps_per_execution: int = 1,
+    seed: int | None = None,
+) -> Plan:
+    """The cross product of the choices, minus what this machine cannot run.
+
+    A backend that is not installed is skipped with a note (never an error); a device
+    this machine does not have is an error (exit 2), as is an unknown value.
+    """
+    notes: list[str] = []
+    have = installed_backends(snapshot)
+    chosen = backends or list(have)
+    usable = []
+    for b in chosen:
+        if b not in FRAMEWORK_DISTRIBUTIONS:
+            raise SpecError(f"unknown backend {b!r}",
+                            fix=f"use one of: {', '.join(FRAMEWORK_DISTRIBUTIONS)}")
+        if b in have:
+            usable.append(b)
+        else:
+            notes.append(f"skipped backend {b}: not installed "
+                         f"(pip install 'devicebench[{b}]')")
+    here = machine_devices(snapshot)
+    for d in devices or []:
+        TrialSpec("x", backend="torch", device=d)  # validates the device's form
+        if d not in here:
+            raise SpecError(f"this machine has no device {d!r}",
+                            fix=f"use one of: {', '.join(here)} (see `devicebench doctor`)")
+    specs: list[TrialSpec] = []
+    for combo in itertools.product(
+        workloads, usable, devices or [d for d in here if d != "mps"],
+        precisions or ["float32"], jits or ["auto"], batch_sizes or [None],
+        pipelines or ["arrays"], threads or [None],
+    ):
+        w, b, d, p, j, bs, pl, th = combo
+        if d == "mps" and b != "torch":
+            continue
+        if pl == "tf.data" and not any(snapshot.has(x) for x in
+                                       FRAMEWORK_DISTRIBUTIONS["tensorflow"]):
+            raise SpecError("pipeline 'tf.data' needs TensorFlow installed",
+                            fix="pip install tensorflow, or use --pipeline arrays")
+        specs.append(TrialSpec(w, backend=b, device=d, precision=p, jit=j, batch_size=bs,
+                               pipeline=pl, threads=th,
+                               steps_per_execution=steps_per_execution, seed=seed))
+    if not specs and not notes:
+        notes.append("nothing to run")
+    return Plan(specs, notes)

@@ -1,0 +1,112 @@
+"""`TrialResult`: what one trial measured, with raw samples; statistics derived lazily."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from devicebench.measure.stats import Summary, summarize
+from devicebench.trials.spec import TrialSpec
+
+STATUSES = ("ok", "error", "crashed", "timeout", "oom", "nan", "skipped")
+VERDICTS = ("reference", "same", "differs", "nan", "n/a")
+WIDE_SPREAD = 0.10  # a CI half-width above this: say so instead of trusting the figure
+
+
+@dataclass
+class TrialResult:
+    """One trial's outcome.
+
+    Raw data: ``block_seconds[i]`` is the wall time of block i of ``steps_per_block``
+    steps, measured in round ``block_rounds[i]``, each block ending with a device sync.
+    Everything else (median step time, CI, samples/s, epoch estimate) derives from it.
+    """
+
+    spec: TrialSpec
+    status: str = "ok"
+    error: str = ""  # exception text, signal, or why skipped
+    traceback_tail: str = ""
+    stderr_tail: str = ""
+    import_seconds: float | None = None
+    setup_seconds: float | None = None  # data + model build + compile call
+    first_step_seconds: float | None = None  # the first train step: tracing/compilation
+    warmup_seconds: float | None = None  # after the first step, until step time settled
+    warmup_blocks: int = 0
+    steps_per_block: int = 0
+    batch_size: int = 0
+    steps_per_epoch: int = 0
+    block_seconds: list[float] = field(default_factory=list)
+    block_rounds: list[int] = field(default_factory=list)
+    flops_per_step: float | None = None
+    peak_device_memory_bytes: int | None = None  # None = the backend cannot tell
+    peak_rss_bytes: int | None = None
+    loss_checkpoints: dict[str, float] = field(default_factory=dict)  # step -> loss
+    equivalence_losses: list[float] = field(default_factory=list)
+    final_loss: float | None = None
+    nonfinite: bool = False
+    jit_resolved: bool | None = None
+    data_note: str = ""
+    loss_verdict: str = "n/a"
+    loss_detail: str = ""
+
+    # -- derived ----------------------------------------------------------------------
+    @property
+    def step_samples(self) -> list[float]:
+        k = max(self.steps_per_block, 1)
+        return [t / k for t in self.block_seconds]
+
+    @property
+    def step_time(self) -> Summary | None:
+        return summarize(self.step_samples) if self.block_seconds else None
+
+    @property
+    def round_step_times(self) -> dict[int, float]:
+        """Round index -> median step time in that round (for paired ratios)."""
+        by_round: dict[int, list[float]] = {}
+        for r, s in zip(self.block_rounds, self.step_samples, strict=False):
+            by_round.setdefault(r, []).append(s)
+        return {r: sorted(v)[len(v) // 2] for r, v in by_round.items()}
+
+    @property
+    def samples_per_second(self) -> float | None:
+        st = self.step_time
+        return self.batch_size / st.median if st and st.median > 0 else None
+
+    @property
+    def epoch_seconds(self) -> float | None:
+        st = self.step_time
+        return st.median * self.steps_per_epoch if st else None
+
+    @property
+    def achieved_flops(self) -> float | None:
+        st = self.step_time
+        if st is None or not self.flops_per_step or st.median <= 0:
+            return None
+        return self.flops_per_step / st.median
+
+    @property
+    def spread_warning(self) -> str:
+        st = self.step_time
+        if st is None or st.rel_ci_halfwidth <= WIDE_SPREAD:
+            return ""
+        return (f"spread too wide: 95% CI is ±{st.rel_ci_halfwidth:.0%} of the median "
+                f"over {st.n} blocks; run more rounds (--rounds) or quiet the machine")
+
+    # -- serialisation ------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["spec"] = self.spec.to_dict()
+        d.pop("step_time", None)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["spec"] = TrialSpec.from_dict(data["spec"])
+        return cls(**kwargs)
+
+
+def is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,73 @@
+"""Turn trial results into comparison rows (derived numbers only; renderers format them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from devicebench.measure.stats import Ratio, paired_ratio
+from devicebench.trials.result import TrialResult
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    result: TrialResult
+    is_reference: bool
+    speedup: Ratio | None  # reference step time / this step time (>1: faster)
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        st = r.step_time
+        d: dict[str, Any] = {
+            "workload": r.spec.workload,
+            "label": r.spec.label,
+            "spec": r.spec.to_dict(),
+            "spec_key": r.spec.key,
+            "status": r.status,
+            "error": r.error,
+            "is_reference": self.is_reference,
+            "step_time_s": None,
+            "samples_per_s": r.samples_per_second,
+            "epoch_s": r.epoch_seconds,
+            "achieved_flops": r.achieved_flops,
+            "flops_per_step": r.flops_per_step,
+            "first_step_s": r.first_step_seconds,
+            "warmup_s": r.warmup_seconds,
+            "setup_s": r.setup_seconds,
+            "import_s": r.import_seconds,
+            "peak_device_memory_bytes": r.peak_device_memory_bytes,
+            "peak_rss_bytes": r.peak_rss_bytes,
+            "loss_verdict": r.loss_verdict,
+            "loss_detail": r.loss_detail,
+            "loss_checkpoints": r.loss_checkpoints,
+            "final_loss": r.final_loss,
+            "data_note": r.data_note,
+            "jit_resolved": r.jit_resolved,
+            "spread_warning": r.spread_warning,
+            "raw": {"block_seconds": r.block_seconds, "block_rounds": r.block_rounds,
+                    "steps_per_block": r.steps_per_block},
+        }
+        if st is not None:
+            d["step_time_s"] = {"median": st.median, "q1": st.q1, "q3": st.q3,
+                                "ci95": [st.ci_low, st.ci_high], "n_blocks": st.n}
+        if self.speedup is not None:
+            s = self.speedup
+            d["speedup_vs_reference"] = {"value": s.value, "ci95": [s.ci_low, s.ci_high],
+                                         "rounds": s.n_rounds}
+        return d
+
+
+def compare(results: list[TrialResult]) -> list[ComparisonRow]:
+    """Rows per workload; the reference is the trial whose verdict is ``reference``."""
+    rows: list[ComparisonRow] = []
+    by_workload: dict[str, list[TrialResult]] = {}
+    for r in results:
+        by_workload.setdefault(r.spec.workload, []).append(r)
+    for group in by_workload.values():
+        ref = next((r for r in group if r.loss_verdict == "reference"), None)
+        for r in group:
+            ratio = None
+            if ref is not None and r is not ref and r.status == "ok" and r.block_seconds:
+                ratio = paired_ratio(ref.round_step_times, r.round_step_times)
+            rows.append(ComparisonRow(r, r is ref, ratio))
+    return rows

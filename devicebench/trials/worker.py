@@ -1,0 +1,309 @@
+"""Trial worker: ``python -m devicebench.trials.worker CMD_FD RESULT_FD``.
+
+Started by :class:`devicebench.trials.launcher.WorkerProcess` with the trial's
+environment already set (backend, device visibility, threads). It reads JSON-line
+commands from CMD_FD and answers on RESULT_FD — never stdout, which workloads may use.
+
+Commands: ``setup`` (build, compile, equivalence steps, warm-up), ``measure`` (timed
+blocks, each ending with a device sync), ``finish`` (memory, final loss; then exit).
+The same :class:`TrialSession` runs inline in tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from devicebench.measure.stats import settled
+from devicebench.trials.spec import TrialSpec
+
+TARGET_BLOCK_SECONDS = 0.25
+MAX_WARMUP_BLOCKS = 8
+CHECKPOINT_STEPS = (1, 10, 25, 50, 100, 200)
+MAX_EPOCHS_PER_BLOCK = 8
+WHOLE_EPOCH_SECONDS = 3.0
+
+
+class NonFiniteLoss(Exception):
+    """Training produced NaN or Inf."""
+
+
+def _peak_rss_bytes() -> int:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
+class TrialSession:
+    """Build and measure one trial inside this process."""
+
+    def __init__(self, spec: TrialSpec) -> None:
+        self.spec = spec
+        self.backend = importlib.import_module(f"devicebench.backends.{spec.backend}")
+        self.steps_per_block = 0
+        self._offset = 0
+        self.last_loss: float | None = None
+
+    # -- setup ------------------------------------------------------------------------
+    def setup(self, weights_in: str | None = None, weights_out: str | None = None,
+              equivalence_steps: int = 50, memory_limit_bytes: int | None = None,
+              max_warmup_seconds: float = 60.0) -> dict[str, Any]:
+        spec = self.spec
+        t0 = time.perf_counter()
+        self.backend.configure(spec.device, spec.threads)
+        import keras
+
+        import_seconds = time.perf_counter() - t0
+        if memory_limit_bytes:
+            self._limit_memory(memory_limit_bytes)
+        from devicebench.workloads.loader import load_workload
+
+        t1 = time.perf_counter()
+        workload = load_workload(spec.workload)
+        seed = workload.default_seed if spec.seed is None else spec.seed
+        keras.utils.set_random_seed(seed)
+        keras.config.set_dtype_policy(spec.precision)
+        data = workload.make_data(seed)
+        self.x, self.y = data.x, data.y
+        self.batch = spec.batch_size or workload.batch_size
+        self.steps_per_epoch = max(1, math.ceil(len(self.x) / self.batch))
+        model = workload.build_model(keras)
+        jit = {"auto": "auto", "on": True, "off": False}[spec.jit]
+        model.compile(loss=workload.loss, optimizer=workload.optimizer(keras),
+                      metrics=list(workload.metrics) or None, jit_compile=jit,
+                      steps_per_execution=spec.steps_per_execution)
+        if weights_out:
+            np.savez(weights_out, *[np.asarray(w) for w in model.get_weights()])
+        if weights_in:
+            with np.load(weights_in) as npz:
+                weights = [npz[f"arr_{i}"] for i in range(len(npz.files))]
+            model.set_weights(weights)
+        self.model = model
+        if spec.pipeline == "tf.data":
+            import tensorflow as tf
+
+            # As seed 001 builds it: shuffle, batch, prefetch.
+            ds = tf.data.Dataset.from_tensor_slices((self.x, self.y))
+            ds = ds.shuffle(len(self.x), seed=seed).batch(self.batch)
+            self.dataset = ds.repeat().prefetch(tf.data.AUTOTUNE)
+        setup_seconds = time.perf_counter() - t1
+
+        # Loss trajectory from the (shared) initial weights, on fixed batches.
+        losses: list[float] = []
+        losses_times: list[float] = []
+        for i in range(equivalence_steps):
+            lo = (i % self.steps_per_epoch) * self.batch
+            ts = time.perf_counter()
+            out = model.train_on_batch(self.x[lo:lo + self.batch], self.y[lo:lo + self.batch])
+            loss = float(out[0] if isinstance(out, list | tuple) else out)
+            losses_times.append(time.perf_counter() - ts)
+            losses.append(loss)
+            if not math.isfinite(loss):
+                break
+        checkpoints = {str(s): losses[s - 1] for s in CHECKPOINT_STEPS if s <= len(losses)}
+        reply: dict[str, Any] = {
+            "import_seconds": import_seconds,
+            "setup_seconds": setup_seconds,
+            "first_step_seconds": losses_times[0] if losses_times else None,
+            "equivalence_losses": losses,
+            "loss_checkpoints": checkpoints,
+            "jit_resolved": bool(getattr(model, "jit_compile", False)),
+            "data_note": data.note,
+            "batch_size": self.batch,
+            "steps_per_epoch": self.steps_per_epoch,
+            "flops_per_step": workload.flops_per_step(self.batch),
+        }
+        if losses and not math.isfinite(losses[-1]):
+            raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
+        self._max_warmup_seconds = max_warmup_seconds
+        self._plan_blocks(losses_times)
+        reply["steps_per_block"] = self.steps_per_block
+        return reply
+
+    def _limit_memory(self, limit: int) -> None:
+        import psutil
+
+        vms = psutil.Process().memory_info().vms
+        resource.setrlimit(resource.RLIMIT_AS, (vms + limit, vms + limit))
+
+    def _plan_blocks(self, step_times: list[float]) -> None:
+        """Choose how a timed block is cut, from the synced train_on_batch step times
+        (which overestimate a ``fit`` step, so blocks err on the long side).
+
+        Short epochs (estimated <= WHOLE_EPOCH_SECONDS): a block is one or more whole
+        epochs over the real data, exactly what ``fit`` does for the user — shuffling,
+        the last partial batch and the per-epoch overhead included. Long epochs: a block
+        is K full batches (a Keras epoch of ``steps_per_epoch=K``), about
+        TARGET_BLOCK_SECONDS, so a trial needs not wait whole epochs per sample.
+        """
+        typical = sorted(step_times[1:] or step_times or [TARGET_BLOCK_SECONDS])
+        per_step = typical[len(typical) // 2]
+        epoch_estimate = per_step * self.steps_per_epoch
+        if epoch_estimate <= WHOLE_EPOCH_SECONDS:
+            self.epochs_per_block = min(MAX_EPOCHS_PER_BLOCK, max(
+                1, math.ceil(TARGET_BLOCK_SECONDS / max(epoch_estimate, 1e-6))))
+            self.fit_steps = None
+            self.steps_per_block = self.steps_per_epoch * self.epochs_per_block
+            return
+        spe_exec = self.spec.steps_per_execution
+        k = max(1, math.ceil(TARGET_BLOCK_SECONDS / max(per_step, 1e-6)))
+        k = max(spe_exec, min(k, self.steps_per_epoch) // spe_exec * spe_exec)
+        self.epochs_per_block = 1
+        self.fit_steps = k
+        self.steps_per_block = k
+
+    # -- timed blocks -----------------------------------------------------------------
+    def run_blocks(self, channel: Channel) -> None:
+        """Answer ``measure`` commands from inside ONE long ``fit``, as real training runs.
+
+        A block ends at ``on_epoch_end``, whose loss is a host float, so every block ends
+        with a device sync. The first blocks, until the time settles, are warm-up
+        (reported apart). Between blocks the callback waits for the parent's next
+        command, so the parent interleaves trials (A B C, A B C) without re-importing.
+        """
+        import keras
+
+        session = self
+
+        class BlockTimer(keras.callbacks.Callback):
+            def __init__(self) -> None:
+                super().__init__()
+                self.warmup: list[float] = []
+                self.warmup_start = time.perf_counter()
+                self.warming = True
+                self.warmup_info: dict[str, Any] = {}
+                self.epochs_in_block = 0
+                self.t0 = 0.0
+
+            def on_epoch_begin(self, epoch, logs=None):
+                if self.epochs_in_block == 0:
+                    self.t0 = time.perf_counter()
+
+            def on_epoch_end(self, epoch, logs=None):
+                loss = float((logs or {})["loss"])  # host float: the device sync
+                session.last_loss = loss
+                if not math.isfinite(loss):
+                    raise NonFiniteLoss(f"loss became {loss} after {epoch + 1} epochs")
+                self.epochs_in_block += 1
+                if self.epochs_in_block < session.epochs_per_block:
+                    return
+                self.epochs_in_block = 0
+                elapsed = time.perf_counter() - self.t0
+                if self.warming:
+                    # Warm-up blocks are not samples; the pending request gets the first
+                    # block after the time settled, with the warm-up reported beside it.
+                    self.warmup.append(elapsed)
+                    warm_for = time.perf_counter() - self.warmup_start
+                    if (settled(self.warmup) or len(self.warmup) >= MAX_WARMUP_BLOCKS
+                            or warm_for > session._max_warmup_seconds):
+                        self.warming = False
+                        self.warmup_info = {"warmup_seconds": warm_for,
+                                            "warmup_blocks": len(self.warmup)}
+                    return
+                reply: dict[str, Any] = {"block_seconds": [elapsed], "loss": loss,
+                                         **self.warmup_info}
+                self.warmup_info = {}
+                channel.send({"ok": True, **reply})
+                msg = channel.recv()
+                if msg is None or msg.get("cmd") != "measure":
+                    channel.pending = msg
+                    self.model.stop_training = True
+
+        if self.spec.pipeline == "tf.data":
+            # The dataset repeats forever: a block is one pass or K batches of it.
+            x, y, batch = self.dataset, None, None
+            steps = self.fit_steps or self.steps_per_epoch
+        elif self.fit_steps is None:
+            x, y, batch, steps = self.x, self.y, self.batch, None
+        else:
+            # Keras ends a steps_per_epoch epoch early when the arrays run out: give it
+            # whole blocks of full batches.
+            k = self.fit_steps
+            usable = (self.steps_per_epoch // k) * k * self.batch
+            usable = min(usable, (len(self.x) // self.batch) * self.batch)
+            if usable < k * self.batch:
+                usable = (len(self.x) // self.batch) * self.batch
+            x, y, batch, steps = self.x[:usable], self.y[:usable], self.batch, k
+        self.model.fit(x, y, batch_size=batch, epochs=10**9, steps_per_epoch=steps,
+                       verbose=0, shuffle=True, callbacks=[BlockTimer()])
+
+    def finish(self) -> dict[str, Any]:
+        return {
+            "peak_device_memory_bytes": self.backend.peak_memory_bytes(self.spec.device),
+            "peak_rss_bytes": _peak_rss_bytes(),
+            "final_loss": self.last_loss,
+        }
+
+
+class Channel:
+    """JSON lines over the two dedicated pipes."""
+
+    def __init__(self, cmd_fd: int, res_fd: int) -> None:
+        self._in = os.fdopen(cmd_fd, "r", encoding="utf-8")
+        self._out = os.fdopen(res_fd, "w", encoding="utf-8", buffering=1)
+        self.pending: dict[str, Any] | None = None
+
+    def recv(self) -> dict[str, Any] | None:
+        if self.pending is not None:
+            msg, self.pending = self.pending, None
+            return msg
+        line = self._in.readline()
+        return json.loads(line) if line else None
+
+    def send(self, reply: dict[str, Any]) -> None:
+        self._out.write(json.dumps(reply, default=float) + "\n")
+        self._out.flush()
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, MemoryError):
+        status = "oom"
+    elif isinstance(exc, NonFiniteLoss):
+        status = "nan"
+    else:
+        status = "oom" if "out of memory" in str(exc).lower() else "error"
+    return {"ok": False, "status": status, "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-2000:]}
+
+
+def main(argv: list[str]) -> int:
+    channel = Channel(int(argv[0]), int(argv[1]))
+    session: TrialSession | None = None
+    while (msg := channel.recv()) is not None:
+        cmd = msg.get("cmd")
+        try:
+            if cmd == "ping":
+                channel.send({"ok": True, "pid": os.getpid()})
+                continue
+            if cmd == "setup":
+                session = TrialSession(TrialSpec.from_dict(msg["spec"]))
+                opts = {k: msg[k] for k in ("weights_in", "weights_out", "equivalence_steps",
+                                            "memory_limit_bytes", "max_warmup_seconds")
+                        if k in msg}
+                channel.send({"ok": True, **session.setup(**opts)})
+                continue
+            if session is None:
+                raise RuntimeError(f"command {cmd!r} before setup")
+            if cmd == "measure":
+                session.run_blocks(channel)  # returns when a non-measure command arrives
+                continue
+            if cmd == "finish":
+                channel.send({"ok": True, **session.finish()})
+                return 0
+            raise RuntimeError(f"unknown command {cmd!r}")
+        except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent
+            channel.send(_failure(exc))
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

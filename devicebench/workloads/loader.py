@@ -1,0 +1,88 @@
+"""Resolve a workload reference: a built-in name, ``path/to/file.py:func`` or
+``package.module:func``. The parent only validates (:func:`validate_workload_ref`,
+never executing user code); the worker loads (:func:`load_workload`)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from devicebench.errors import SpecError
+from devicebench.workloads.base import Workload
+
+
+def _split(ref: str) -> tuple[str, str]:
+    target, _, func = ref.rpartition(":")
+    if not target or not func.isidentifier():
+        raise SpecError(
+            f"bad workload reference {ref!r}",
+            fix="use a built-in name (`devicebench workloads`), path/to/file.py:function "
+                "or package.module:function",
+        )
+    return target, func
+
+
+def is_builtin(ref: str) -> bool:
+    from devicebench.workloads import BUILTIN_WORKLOADS
+
+    return ref in BUILTIN_WORKLOADS
+
+
+def validate_workload_ref(ref: str) -> None:
+    """Check a reference without running user code (the parent imports no framework)."""
+    from devicebench.workloads import get_workload
+
+    if ":" not in ref:
+        get_workload(ref)  # raises SpecError listing the built-in names
+        return
+    target, func = _split(ref)
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            what = "is a directory" if path.is_dir() else "not found"
+            raise SpecError(f"workload file {what}: {path}", fix="check the path")
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except (SyntaxError, UnicodeDecodeError) as exc:
+            raise SpecError(f"workload file {path} does not parse: {exc}",
+                            fix="fix the syntax error") from None
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.Assign)}
+        names |= {t.id for n in tree.body if isinstance(n, ast.Assign)
+                  for t in n.targets if isinstance(t, ast.Name)}
+        if func not in names:
+            raise SpecError(f"no function {func!r} in {path}",
+                            fix=f"define `def {func}(): return Workload(...)` in it")
+    elif importlib.util.find_spec(target.split(".")[0]) is None:
+        raise SpecError(f"module {target!r} not found", fix="check the name and sys.path")
+
+
+def load_workload(ref: str) -> Workload:
+    """Return the Workload for a reference (may execute user code: worker side only)."""
+    from devicebench.workloads import get_workload
+
+    if ":" not in ref:
+        return get_workload(ref)
+    target, func = _split(ref)
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        spec = importlib.util.spec_from_file_location(f"devicebench_user_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise SpecError(f"cannot load workload file {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    factory = getattr(module, func, None)
+    if factory is None:
+        raise SpecError(f"no function {func!r} in {target}")
+    workload = factory() if callable(factory) else factory
+    if not isinstance(workload, Workload):
+        raise SpecError(
+            f"{ref} returned {type(workload).__name__}, not a devicebench Workload",
+            fix="return devicebench.workloads.base.Workload(...)",
+        )
+    return workload

@@ -1,0 +1,143 @@
+"""`devicebench run` end to end: real worker processes, real TF/JAX on the CPU, a real
+SQLite file. Trials are tiny and rounds few; nothing here asserts a wall-clock time."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from devicebench.store import ResultStore
+from tests.conftest import requires_jax, requires_tf, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+W = str(ROOT / "tests" / "fixtures" / "workloads.py")
+FAST = ["--rounds", "3", "--budget", "5", "--equivalence-steps", "10"]
+
+
+def _trials(db: Path) -> dict[str, str]:
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT spec, status FROM trials").fetchall()
+    finally:
+        con.close()
+    return {json.loads(spec)["workload"].rsplit(":", 1)[-1]: status for spec, status in rows}
+
+
+@requires_tf
+@requires_jax
+def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
+    db = tmp_path / "r.db"
+    res = run_cli("run", "seed-rnn", "--backend", "tensorflow,jax", *FAST, "--json",
+                  "--db", str(db))
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    rows = {r["spec"]["backend"]: r for r in doc["results"]}
+    assert rows["tensorflow"]["is_reference"] and rows["tensorflow"]["status"] == "ok"
+    jax = rows["jax"]
+    assert jax["status"] == "ok", jax["error"]
+    assert jax["loss_verdict"] == "same", jax["loss_detail"]
+    sp = jax["speedup_vs_reference"]
+    assert sp["ci95"][0] <= sp["value"] <= sp["ci95"][1] and sp["rounds"] == 3
+    for r in rows.values():
+        st = r["step_time_s"]
+        assert st["ci95"][0] <= st["median"] <= st["ci95"][1]
+        assert len(r["raw"]["block_seconds"]) == 3  # one synced block per round
+        assert r["epoch_s"] == pytest.approx(st["median"] * 219)
+        assert r["flops_per_step"] > 0 and r["peak_rss_bytes"] > 0
+        assert r["peak_device_memory_bytes"] is None  # CPU: unknown, never 0
+        assert r["first_step_s"] > 0 and r["warmup_s"] >= 0
+        assert "seed 000" in r["data_note"]
+    assert rows["tensorflow"]["jit_resolved"] is False and jax["jit_resolved"] is True
+    with ResultStore.open(db) as store:
+        stored = store.trials_for_run(doc["run_id"])
+    assert {r.spec.backend: r.status for r in stored} == {"tensorflow": "ok", "jax": "ok"}
+    assert all(len(r.block_seconds) == 3 for r in stored)
+
+
+@requires_jax
+def test_faults_are_recorded_and_other_trials_survive(tmp_path):
+    db = tmp_path / "f.db"
+    names = ["tiny", "raises", "aborts", "hangs", "allocates", "produces_nan", "tiny2"]
+    res = run_cli("run", *[f"{W}:{n}" for n in names], "--backend", "jax", *FAST,
+                  "--timeout", "25", "--memory-limit", "4096", "--db", str(db))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _trials(db) == {
+        "tiny": "ok", "raises": "error", "aborts": "crashed", "hangs": "timeout",
+        "allocates": "oom", "produces_nan": "nan", "tiny2": "ok",
+    }
+    assert "boom" in res.stdout and "SIGABRT" in res.stdout
+    assert "process group killed" in res.stdout
+
+
+@requires_jax
+def test_sigint_keeps_finished_trials_and_resume_completes_the_rest(tmp_path):
+    db = tmp_path / "s.db"
+    cmd = [sys.executable, "-m", "devicebench", "run", f"{W}:tiny", f"{W}:hangs", f"{W}:tiny2",
+           "--backend", "jax", *FAST, "--timeout", "300", "--db", str(db)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if db.exists() and _trials(db).get("tiny") == "ok":
+            break
+        time.sleep(0.5)
+    assert _trials(db) == {"tiny": "ok"}, proc.stderr.read() if proc.poll() is not None else ""
+    time.sleep(1)  # let the hanging trial's worker start
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    assert _trials(db) == {"tiny": "ok"}
+
+    res = run_cli("run", f"{W}:tiny", f"{W}:tiny2", "--backend", "jax", *FAST, "--resume",
+                  "--db", str(db))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "stored result reused" in res.stdout
+    assert _trials(db) == {"tiny": "ok", "tiny2": "ok"}
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 2  # tiny not re-run
+    con.close()
+
+
+def _one_line_exit_2(res, needle: str) -> None:
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert needle in lines[0]
+
+
+def test_bad_run_inputs_give_one_line_and_exit_2(tmp_path):
+    db = ["--db", str(tmp_path / "ok.db")]
+    _one_line_exit_2(run_cli("run", "seed-rnm", *db), "unknown workload")
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--backend", "caffe", *db), "unknown backend")
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--device", "gpu:7", *db), "no device")
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--device", "cuda", *db), "unknown device")
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--precision", "fp8", *db), "precision")
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--batch-size", "0", *db), "batch-size")
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--batch-size", "x", *db), "batch-size")
+    _one_line_exit_2(run_cli("run", f"{W}:missing", *db), "no function 'missing'")
+    _one_line_exit_2(run_cli("run", "nope.py:f", *db), "not found")
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--db", str(tmp_path)), "directory")
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--db", str(corrupt)), "corrupt.db")
+    newer = tmp_path / "newer.db"
+    con = sqlite3.connect(newer)
+    con.execute("PRAGMA user_version = 99")
+    con.close()
+    _one_line_exit_2(run_cli("run", "seed-rnn", "--db", str(newer)), "upgrade")
+
+
+def test_workloads_command_lists_flops():
+    res = run_cli("workloads", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    assert {"seed-rnn", "mnist-cnn", "lstm-forecast", "mlp", "small-resnet",
+            "tiny-transformer"} <= set(rows)
+    assert all(r["flops_per_step"] and r["flops_per_step"] > 0 for r in rows.values())

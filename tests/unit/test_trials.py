@@ -1,0 +1,239 @@
+"""Trial specs, statistics, equivalence, planning and interleaving (no framework)."""
+
+from __future__ import annotations
+
+import pytest
+
+from devicebench.advise.equivalence import compare_losses
+from devicebench.env.snapshot import EnvSnapshot, HostInfo, NvidiaGpu, NvidiaSmi
+from devicebench.errors import SpecError
+from devicebench.measure.stats import paired_ratio, settled, summarize
+from devicebench.trials.engine import RunOptions, default_reference, run_workload_group
+from devicebench.trials.environment import worker_env
+from devicebench.trials.launcher import WorkerFailure
+from devicebench.trials.plan import machine_devices, plan_trials
+from devicebench.trials.result import TrialResult
+from devicebench.trials.spec import TrialSpec
+
+# -- TrialSpec ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "needle"),
+    [
+        ({"backend": "mxnet"}, "backend"),
+        ({"device": "cuda"}, "device"),
+        ({"device": "mps", "backend": "tensorflow"}, "mps"),
+        ({"precision": "fp16"}, "precision"),
+        ({"jit": "yes"}, "jit"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": -4}, "batch_size"),
+        ({"threads": 0}, "threads"),
+        ({"pipeline": "generator"}, "pipeline"),
+        ({"steps_per_execution": 0}, "steps_per_execution"),
+        ({"workload": ""}, "workload"),
+    ],
+)
+def test_spec_rejects_bad_values_naming_the_field(changes, needle):
+    kwargs = {"workload": "seed-rnn", **changes}
+    with pytest.raises(SpecError) as err:
+        TrialSpec(**kwargs)
+    assert needle in str(err.value)
+
+
+def test_spec_is_frozen_hashable_and_round_trips():
+    a = TrialSpec("seed-rnn", backend="jax", jit="on", batch_size=64)
+    assert TrialSpec.from_dict(a.to_dict()) == a
+    assert {a, TrialSpec.from_dict(a.to_dict())} == {a}
+    assert a.key == TrialSpec.from_dict(a.to_dict()).key
+    assert a.key != a.with_(jit="off").key
+    with pytest.raises(AttributeError):
+        a.backend = "tensorflow"  # type: ignore[misc]
+
+
+def test_knobs_declare_whether_they_keep_the_math():
+    ref = TrialSpec("seed-rnn")
+    assert ref.with_(backend="jax", jit="on", device="gpu:0", threads=1).math_changes(ref) == []
+    assert set(ref.with_(precision="mixed_bfloat16", batch_size=64).math_changes(ref)) == {
+        "precision", "batch_size"}
+
+
+def test_process_key_separates_process_global_settings():
+    a = TrialSpec("seed-rnn")
+    assert a.process_key == a.with_(jit="on", precision="mixed_bfloat16").process_key
+    assert a.process_key != a.with_(backend="jax").process_key
+    assert a.process_key != a.with_(threads=1).process_key
+    assert a.process_key != a.with_(device="gpu:0").process_key
+
+
+def test_worker_env_is_set_before_import():
+    env = worker_env(TrialSpec("seed-rnn", backend="jax", threads=1), base={})
+    assert env["KERAS_BACKEND"] == "jax"
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["JAX_PLATFORMS"] == "cpu"
+    assert env["OMP_NUM_THREADS"] == "1"
+    gpu = worker_env(TrialSpec("seed-rnn", device="gpu:1"), base={})
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "1"
+    assert gpu["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert gpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+
+
+# -- statistics -----------------------------------------------------------------------
+
+
+def test_summary_median_iqr_and_ci_contain_the_median():
+    s = summarize([1.0, 1.2, 0.9, 1.1, 1.0, 5.0])
+    assert s.median == pytest.approx(1.05)
+    assert s.q1 <= s.median <= s.q3
+    assert s.ci_low <= s.median <= s.ci_high
+    assert summarize([1.0] * 10).rel_ci_halfwidth == 0
+
+
+def test_summary_ci_narrows_with_more_samples():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    few = summarize(1 + 0.1 * rng.standard_normal(5))
+    many = summarize(1 + 0.1 * rng.standard_normal(200))
+    assert many.rel_ci_halfwidth < few.rel_ci_halfwidth
+
+
+def test_paired_ratio_recovers_a_known_speedup_under_common_drift():
+    # Both configurations drift together (a busy machine); the ratio stays 4x.
+    drift = [1.0, 1.5, 0.8, 2.0, 1.1, 1.3, 0.9]
+    base = {i: 0.004 * d for i, d in enumerate(drift)}
+    cand = {i: 0.001 * d for i, d in enumerate(drift)}
+    r = paired_ratio(base, cand)
+    assert r is not None
+    assert r.value == pytest.approx(4.0)
+    assert r.ci_low == pytest.approx(4.0) and r.ci_high == pytest.approx(4.0)
+    assert r.significant
+
+
+def test_paired_ratio_noise_gives_ci_around_one():
+    base = {0: 1.0, 1: 1.1, 2: 0.9, 3: 1.05, 4: 0.95}
+    cand = {0: 1.05, 1: 0.95, 2: 1.0, 3: 0.9, 4: 1.1}
+    r = paired_ratio(base, cand)
+    assert r.ci_low < 1 < r.ci_high and not r.significant
+    assert paired_ratio({0: 1.0}, {1: 1.0}) is None
+
+
+def test_settled():
+    assert not settled([1.0])
+    assert settled([1.0, 1.05])
+    assert not settled([1.0, 2.0])
+
+
+def test_result_derives_step_time_epoch_and_throughput():
+    r = TrialResult(TrialSpec("seed-rnn"), block_seconds=[0.5, 0.6, 0.4], block_rounds=[0, 1, 2],
+                    steps_per_block=10, batch_size=32, steps_per_epoch=219,
+                    flops_per_step=1e6)
+    assert r.step_time.median == pytest.approx(0.05)
+    assert r.epoch_seconds == pytest.approx(0.05 * 219)
+    assert r.samples_per_second == pytest.approx(32 / 0.05)
+    assert r.achieved_flops == pytest.approx(1e6 / 0.05)
+    assert r.round_step_times == {0: 0.05, 1: 0.06, 2: 0.04}
+    assert TrialResult.from_dict(r.to_dict()).to_dict() == r.to_dict()
+
+
+def test_wide_spread_is_reported_not_hidden():
+    r = TrialResult(TrialSpec("seed-rnn"), block_seconds=[1, 2, 1, 3, 1], steps_per_block=1)
+    assert "spread too wide" in r.spread_warning
+    tight = TrialResult(TrialSpec("seed-rnn"), block_seconds=[1.0] * 5, steps_per_block=1)
+    assert tight.spread_warning == ""
+
+
+# -- loss equivalence -----------------------------------------------------------------
+
+
+def test_compare_losses_verdicts():
+    ref = [1.0, 0.5, 0.25]
+    assert compare_losses(ref, [1.0, 0.5000001, 0.25], 1e-3)[0] == "same"
+    verdict, detail = compare_losses(ref, [1.0, 0.6, 0.25], 1e-3)
+    assert verdict == "differs" and "step 2" in detail and "1e-03" in detail
+    verdict, detail = compare_losses(ref, [1.0, float("nan")], 1e-3)
+    assert verdict == "nan" and "step 2" in detail
+
+
+# -- planning -------------------------------------------------------------------------
+
+
+def _snap(**dists: str) -> EnvSnapshot:
+    return EnvSnapshot(host=HostInfo(os="Linux", machine="x86_64"), distributions=dict(dists))
+
+
+def test_plan_skips_backends_that_are_not_installed_with_a_note():
+    plan = plan_trials(_snap(tensorflow="2.21.0"), ["seed-rnn"], backends=["tensorflow", "jax"])
+    assert [s.backend for s in plan.specs] == ["tensorflow"]
+    assert any("jax" in n and "not installed" in n for n in plan.notes)
+
+
+def test_plan_rejects_devices_this_machine_lacks():
+    with pytest.raises(SpecError, match="no device 'gpu:0'"):
+        plan_trials(_snap(tensorflow="2.21.0"), ["seed-rnn"], devices=["gpu:0"])
+    with pytest.raises(SpecError, match="unknown backend"):
+        plan_trials(_snap(tensorflow="2.21.0"), ["seed-rnn"], backends=["caffe"])
+
+
+def test_plan_cross_product_and_machine_devices():
+    snap = _snap(tensorflow="2.21.0", jax="0.10.2")
+    snap.nvidia_smi = NvidiaSmi(gpus=[NvidiaGpu(0, "H200")])
+    assert machine_devices(snap) == ["cpu", "gpu:0"]
+    plan = plan_trials(snap, ["seed-rnn"], jits=["on", "off"])
+    assert len(plan.specs) == 2 * 2 * 2  # backends x devices x jit
+    mac = EnvSnapshot(host=HostInfo(os="Darwin", machine="arm64"))
+    assert machine_devices(mac) == ["cpu", "gpu:0", "mps"]
+
+
+# -- interleaving, with a fake launcher (the seam) ----------------------------------
+
+
+class FakeWorker:
+    def __init__(self, spec: TrialSpec, log: list, step: float, fail_on: str | None) -> None:
+        self.spec, self.log, self.step, self.fail_on = spec, log, step, fail_on
+
+    def request(self, message, timeout):
+        self.log.append((self.spec.backend, message["cmd"]))
+        if message["cmd"] == self.fail_on:
+            raise WorkerFailure("crashed", "worker killed by SIGABRT")
+        if message["cmd"] == "setup":
+            return {"ok": True, "steps_per_block": 10, "batch_size": 32, "steps_per_epoch": 100,
+                    "equivalence_losses": [1.0, 0.5]}
+        if message["cmd"] == "measure":
+            return {"ok": True, "block_seconds": [self.step * 10]}
+        return {"ok": True, "final_loss": 0.5}
+
+    def close(self, timeout=10):
+        self.log.append((self.spec.backend, "close"))
+
+    def kill(self):
+        pass
+
+
+def test_rounds_interleave_trials_and_a_failure_never_stops_the_others():
+    log: list = []
+    stored: list[TrialResult] = []
+    a, b, c = (TrialSpec("seed-rnn", backend=x) for x in ("tensorflow", "jax", "torch"))
+    steps = {"tensorflow": 0.004, "jax": 0.001, "torch": 0.002}
+
+    def start(spec):
+        return FakeWorker(spec, log, steps[spec.backend],
+                          "measure" if spec.backend == "torch" else None)
+
+    results = run_workload_group([a, b, c], RunOptions(min_rounds=3, max_rounds=3),
+                                 start_worker=start, on_result=stored.append)
+    measures = [be for be, cmd in log if cmd == "measure"]
+    assert measures[:3] == ["tensorflow", "jax", "torch"]  # round 1: A B C
+    assert measures[3:] == ["tensorflow", "jax"] * 2  # torch died; A B continue
+    by = {r.spec.backend: r for r in results}
+    assert by["torch"].status == "crashed" and "SIGABRT" in by["torch"].error
+    assert by["tensorflow"].loss_verdict == "reference"
+    assert by["jax"].loss_verdict == "same"
+    assert by["jax"].block_rounds == [0, 1, 2]
+    assert [r.spec.backend for r in stored][0] == "torch"  # stored when it failed
+    assert {r.spec.backend for r in stored} == {"tensorflow", "jax", "torch"}
+
+
+def test_reference_defaults_to_tensorflow_cpu_float32():
+    specs = [TrialSpec("x", backend="jax"), TrialSpec("x"), TrialSpec("x", jit="on")]
+    assert default_reference(specs) == TrialSpec("x")
+    assert default_reference([TrialSpec("x", backend="jax")]).backend == "jax"
