@@ -84,8 +84,11 @@ def test_sigint_keeps_finished_trials_and_resume_completes_the_rest(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if db.exists() and _trials(db).get("tiny") == "ok":
-            break
+        try:
+            if db.exists() and _trials(db).get("tiny") == "ok":
+                break
+        except sqlite3.OperationalError:  # the run is still creating the schema
+            pass
         time.sleep(0.5)
     assert _trials(db) == {"tiny": "ok"}, proc.stderr.read() if proc.poll() is not None else ""
     time.sleep(1)  # let the hanging trial's worker start
