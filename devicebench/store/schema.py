@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-CURRENT_SCHEMA = 2
+CURRENT_SCHEMA = 3
 
 # Version 1: machines, runs, trials; a trial's raw blocks live inside its result JSON.
 V1_STATEMENTS: tuple[str, ...] = (
@@ -60,6 +60,38 @@ V2_STATEMENTS: tuple[str, ...] = (
     "CREATE INDEX trials_spec_status ON trials(spec_key, status)",
 )
 
+# Version 3: `devicebench ops`. One ops_runs row per worker (a backend on a device) of a
+# run; one ops_points row per (op, mode, size) it measured or skipped, raw blocks kept.
+V3_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE ops_runs (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        backend TEXT NOT NULL,     -- tensorflow | jax | torch | numpy
+        device TEXT NOT NULL,      -- cpu | gpu:N | mps
+        status TEXT NOT NULL,      -- ok | unavailable | error | crashed | timeout
+        error TEXT NOT NULL,
+        info TEXT NOT NULL,        -- JSON: versions, threads, how `compiled` was done
+        finished_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE ops_points (
+        ops_run_id INTEGER NOT NULL REFERENCES ops_runs(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,      -- order within the worker's sweep
+        op TEXT NOT NULL,
+        mode TEXT NOT NULL,        -- naive | eager | compiled | in-graph
+        size INTEGER NOT NULL,     -- n: n x n tensors
+        status TEXT NOT NULL,      -- ok | skipped | error
+        reason TEXT NOT NULL,
+        calls_per_block INTEGER NOT NULL,
+        chain INTEGER NOT NULL,    -- ops per call (in-graph: N)
+        first_call_seconds REAL,   -- tracing / compilation included
+        block_seconds TEXT NOT NULL,  -- JSON list: raw wall time of each timed block
+        median_call_seconds REAL,  -- derived from the blocks, for queries
+        PRIMARY KEY (ops_run_id, idx)
+    )""",
+    "CREATE INDEX ops_runs_run ON ops_runs(run_id)",
+    "CREATE INDEX ops_points_op ON ops_points(op, mode, size)",
+)
+
 # Keys of a version-2 result JSON that live elsewhere (spec column, samples table).
 MOVED_KEYS = ("spec", "block_seconds", "block_rounds")
 
@@ -91,9 +123,14 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
                      (json.dumps(slim, sort_keys=True), trial_id))
 
 
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    for sql in V3_STATEMENTS:
+        conn.execute(sql)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: dict[int, Migration] = {1: _migrate_v1, 2: _migrate_v2}
+MIGRATIONS: dict[int, Migration] = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3}
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

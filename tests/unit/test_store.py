@@ -23,6 +23,7 @@ from devicebench.env.snapshot import (
     NvidiaSmi,
 )
 from devicebench.errors import StoreError
+from devicebench.ops.result import OpsPoint, OpsWorkerResult
 from devicebench.store import (
     CURRENT_SCHEMA,
     ResultStore,
@@ -31,6 +32,7 @@ from devicebench.store import (
     schema,
 )
 from devicebench.store import db as db_module
+from devicebench.store.ops import add_ops_result, load_ops_results
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
@@ -196,7 +198,10 @@ def test_migrates_the_committed_version_1_database(tmp_path: Path) -> None:
 
     with ResultStore.open(path) as store:
         c = store.connection
-        assert c.execute("PRAGMA user_version").fetchone()[0] == CURRENT_SCHEMA == 2
+        assert c.execute("PRAGMA user_version").fetchone()[0] == CURRENT_SCHEMA == 3
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"samples", "ops_runs", "ops_points"} <= tables
+        assert load_ops_results(store, 1) == []
         for trial_id, old in v1.items():
             rows = c.execute("SELECT round, seconds, steps FROM samples WHERE trial_id = ? "
                              "ORDER BY idx", (trial_id,)).fetchall()
@@ -226,7 +231,7 @@ def test_a_failing_migration_rolls_back_whole(db_path: Path,
     raw.close()
     monkeypatch.undo()
     with ResultStore.open(db_path) as store:
-        assert store.connection.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert store.connection.execute("PRAGMA user_version").fetchone()[0] == CURRENT_SCHEMA
 
 
 def test_a_newer_schema_says_upgrade(db_path: Path) -> None:
@@ -329,3 +334,39 @@ def test_runs_summarise_newest_first_and_finish_run_checks_the_id(store: ResultS
     assert len(store.runs(limit=1)) == 1
     with pytest.raises(StoreError, match="no run 999"):
         store.finish_run(999)
+
+
+def test_ops_results_round_trip_with_raw_blocks(store: ResultStore) -> None:
+    run = store.start_run(store.add_machine(make_snapshot()), "ops", {"sizes": [2, 64]})
+    tf = OpsWorkerResult("tensorflow", "cpu", info={"version": "2.21.0"}, points=[
+        OpsPoint("multiply", "eager", 2, calls_per_block=300, block_seconds=(0.0051, 0.0049),
+                 first_call_seconds=0.01),
+        OpsPoint("multiply", "in-graph", 2, calls_per_block=20, chain=16,
+                 block_seconds=(0.006, 0.0062, 0.0058)),
+        OpsPoint("matmul", "eager", 4096, status="skipped", reason="over the limit"),
+    ])
+    gpu = OpsWorkerResult("torch", "gpu:0", status="unavailable", error="no CUDA")
+    add_ops_result(store, run, tf)
+    add_ops_result(store, run, gpu)
+    assert load_ops_results(store, run) == [tf, gpu]
+    median = store.connection.execute(
+        "SELECT median_call_seconds FROM ops_points WHERE mode = 'eager' AND size = 2"
+    ).fetchone()[0]
+    assert median == pytest.approx(0.005 / 300)
+    with pytest.raises(StoreError, match="refers to a machine or run"):
+        add_ops_result(store, 999, tf)
+
+
+def test_a_failing_v3_migration_leaves_version_2(db_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_v3(conn: sqlite3.Connection) -> None:
+        conn.execute(schema.V3_STATEMENTS[0])  # creates ops_runs, then fails
+        conn.execute("CREATE INDEX broken ON no_such_table(x)")
+
+    monkeypatch.setitem(schema.MIGRATIONS, 3, broken_v3)
+    with pytest.raises(StoreError):
+        ResultStore.open(db_path)
+    raw = sqlite3.connect(db_path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'ops_runs'").fetchone() is None
+    raw.close()
