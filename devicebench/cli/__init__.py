@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -19,9 +20,10 @@ app = typer.Typer(
     name="devicebench",
     help=(
         "Is my accelerator actually speeding up my training, why or why not, and what is "
-        "the fastest way to train my model on this machine?"
+        "the fastest way to train my model on this machine?  Without a command: the main "
+        "job (a doctor summary, then advise on the built-in seed-rnn and mnist-cnn)."
     ),
-    no_args_is_help=True,
+    invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -57,15 +59,28 @@ def _version_callback(value: bool) -> None:
 
 
 @app.callback()
+@user_errors
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
     ),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file for the main job."),
 ) -> None:
-    """Is my accelerator actually speeding up my training? Measured answers and the fix."""
+    """Is my accelerator actually speeding up my training? Measured answers and the fix.
+
+    Without a command: the main job — a doctor summary, then `advise` on the built-in
+    seed-rnn and mnist-cnn workloads under a short budget, with one verdict per workload.
+    """
+    if ctx.invoked_subcommand is None:
+        from devicebench.cli.advise import main_job
+
+        raise typer.Exit(main_job(db))
 
 
+from devicebench.cli import advise as _advise  # noqa: E402,F401
 from devicebench.cli import doctor as _doctor  # noqa: E402,F401  (registers commands)
+from devicebench.cli import ops as _ops  # noqa: E402,F401
 from devicebench.cli import run as _run  # noqa: E402,F401
 
 

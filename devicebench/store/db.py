@@ -245,9 +245,16 @@ class ResultStore:
             )
         return trial_id
 
-    def finish_run(self, run_id: int) -> None:
-        """Mark the run finished (a run left unfinished was interrupted)."""
+    def finish_run(self, run_id: int, summary: dict[str, Any] | None = None) -> None:
+        """Mark the run finished (a run left unfinished was interrupted); ``summary``
+        (JSON-able, e.g. an advice) is kept in the run's options under ``"summary"``."""
         with self._write("finishing a run") as c:
+            if summary is not None:
+                row = c.execute("SELECT options FROM runs WHERE id = ?", (run_id,)).fetchone()
+                options = json.loads(row[0]) if row and row[0] else {}
+                options["summary"] = summary
+                c.execute("UPDATE runs SET options = ? WHERE id = ?",
+                          (json.dumps(options, sort_keys=True, default=str), run_id))
             cur = c.execute("UPDATE runs SET finished_at = ? WHERE id = ?", (_now(), run_id))
         if cur.rowcount == 0:
             raise StoreError(f"no run {run_id} in {self.path}", fix="finish a run you started")

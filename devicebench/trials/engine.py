@@ -38,6 +38,9 @@ class RunOptions:
         setup_timeout: seconds for a worker's import, build, compile and warm-up.
         block_timeout: seconds for one round's block(s) of one trial.
         memory_limit_bytes: address-space limit added to each worker after import.
+        whole_epoch_seconds: epochs estimated shorter than this are timed whole (as the
+            user's fit runs them); longer ones in blocks of K steps (0: always K steps).
+        max_warmup_seconds: warm-up stops after this long even if not settled.
     """
 
     min_rounds: int = 5
@@ -48,6 +51,8 @@ class RunOptions:
     setup_timeout: float = 300.0
     block_timeout: float = 120.0
     memory_limit_bytes: int | None = None
+    whole_epoch_seconds: float = 3.0
+    max_warmup_seconds: float = 60.0
 
 
 class Worker(Protocol):
@@ -131,7 +136,9 @@ def run_workload_group(
                 emit("setup", spec, {})
                 msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
                                        "equivalence_steps": options.equivalence_steps,
-                                       "memory_limit_bytes": options.memory_limit_bytes}
+                                       "memory_limit_bytes": options.memory_limit_bytes,
+                                       "whole_epoch_seconds": options.whole_epoch_seconds,
+                                       "max_warmup_seconds": options.max_warmup_seconds}
                 if weights_source is None:
                     msg["weights_out"] = str(weights)
                 else:

@@ -55,7 +55,8 @@ class TrialSession:
     # -- setup ------------------------------------------------------------------------
     def setup(self, weights_in: str | None = None, weights_out: str | None = None,
               equivalence_steps: int = 50, memory_limit_bytes: int | None = None,
-              max_warmup_seconds: float = 60.0) -> dict[str, Any]:
+              max_warmup_seconds: float = 60.0,
+              whole_epoch_seconds: float = WHOLE_EPOCH_SECONDS) -> dict[str, Any]:
         spec = self.spec
         t0 = time.perf_counter()
         self.backend.configure(spec.device, spec.threads)
@@ -124,7 +125,7 @@ class TrialSession:
         if losses and not math.isfinite(losses[-1]):
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
         self._max_warmup_seconds = max_warmup_seconds
-        self._plan_blocks(losses_times)
+        self._plan_blocks(losses_times, whole_epoch_seconds)
         reply["steps_per_block"] = self.steps_per_block
         return reply
 
@@ -134,11 +135,11 @@ class TrialSession:
         vms = psutil.Process().memory_info().vms
         resource.setrlimit(resource.RLIMIT_AS, (vms + limit, vms + limit))
 
-    def _plan_blocks(self, step_times: list[float]) -> None:
+    def _plan_blocks(self, step_times: list[float], whole_epoch_seconds: float) -> None:
         """Choose how a timed block is cut, from the synced train_on_batch step times
         (which overestimate a ``fit`` step, so blocks err on the long side).
 
-        Short epochs (estimated <= WHOLE_EPOCH_SECONDS): a block is one or more whole
+        Short epochs (estimated <= ``whole_epoch_seconds``): a block is one or more whole
         epochs over the real data, exactly what ``fit`` does for the user — shuffling,
         the last partial batch and the per-epoch overhead included. Long epochs: a block
         is K full batches (a Keras epoch of ``steps_per_epoch=K``), about
@@ -147,7 +148,7 @@ class TrialSession:
         typical = sorted(step_times[1:] or step_times or [TARGET_BLOCK_SECONDS])
         per_step = typical[len(typical) // 2]
         epoch_estimate = per_step * self.steps_per_epoch
-        if epoch_estimate <= WHOLE_EPOCH_SECONDS:
+        if epoch_estimate <= whole_epoch_seconds:
             self.epochs_per_block = min(MAX_EPOCHS_PER_BLOCK, max(
                 1, math.ceil(TARGET_BLOCK_SECONDS / max(epoch_estimate, 1e-6))))
             self.fit_steps = None
@@ -286,8 +287,8 @@ def main(argv: list[str]) -> int:
             if cmd == "setup":
                 session = TrialSession(TrialSpec.from_dict(msg["spec"]))
                 opts = {k: msg[k] for k in ("weights_in", "weights_out", "equivalence_steps",
-                                            "memory_limit_bytes", "max_warmup_seconds")
-                        if k in msg}
+                                            "memory_limit_bytes", "max_warmup_seconds",
+                                            "whole_epoch_seconds") if k in msg}
                 channel.send({"ok": True, **session.setup(**opts)})
                 continue
             if session is None:

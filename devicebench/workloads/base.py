@@ -47,6 +47,7 @@ class Workload:
         params: human-readable parameters shown by ``devicebench workloads``.
         metrics: Keras metrics to compile with (as the original script did).
         default_seed: the seed that reproduces the original script's data.
+        tags: facts the advisor reasons with, e.g. ``"recurrent"`` (a per-timestep loop).
     """
 
     name: str
@@ -60,6 +61,7 @@ class Workload:
     params: dict[str, Any] = field(default_factory=dict)
     metrics: tuple[str, ...] = ()
     default_seed: int = 0
+    tags: tuple[str, ...] = ()
 
     def flops_per_step(self, batch_size: int | None = None) -> float | None:
         """Analytic training FLOPs for one optimizer step at ``batch_size``."""

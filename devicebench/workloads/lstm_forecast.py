@@ -94,4 +94,5 @@ WORKLOAD = Workload(
     },
     metrics=(),
     default_seed=0,
+    tags=("recurrent",),
 )

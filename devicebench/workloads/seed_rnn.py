@@ -92,4 +92,5 @@ WORKLOAD = Workload(
     },
     metrics=(),
     default_seed=42,
+    tags=("recurrent",),
 )

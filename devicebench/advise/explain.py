@@ -1,0 +1,238 @@
+"""Reasons from measured evidence, and the code that applies a recommendation.
+
+Every reason cites the figures it rests on; a rule whose evidence was not measured says
+nothing rather than guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from devicebench.trials.result import TrialResult
+from devicebench.trials.spec import TrialSpec
+
+OVERHEAD_BOUND_FRACTION = 0.02  # below 2% of the device's measured rate
+
+
+@dataclass(frozen=True)
+class Reason:
+    id: str
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Evidence:
+    """What the rules may use: measured results (one per spec) and machine facts."""
+
+    baseline: TrialResult
+    results: dict[TrialSpec, TrialResult]
+    device_gflops: float | None = None  # measured matmul rate of the baseline's device
+    cpu_flags: tuple[str, ...] = ()
+    workload_tags: tuple[str, ...] = ()
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
+
+
+def _step(r: TrialResult | None) -> float | None:
+    if r is None or r.status != "ok" or r.step_time is None:
+        return None
+    return r.step_time.median
+
+
+def _find(ev: Evidence, base: TrialSpec, **changes: Any) -> TrialResult | None:
+    return ev.results.get(base.with_(**changes))
+
+
+def overhead_bound(ev: Evidence) -> list[Reason]:
+    b = ev.baseline
+    step = _step(b)
+    if step is None or not b.flops_per_step or not ev.device_gflops:
+        return []
+    achieved = b.flops_per_step / step / 1e9
+    frac = achieved / ev.device_gflops
+    if frac >= OVERHEAD_BOUND_FRACTION:
+        return []
+    return [Reason("overhead-bound", (
+        f"overhead-bound: {b.flops_per_step:,.0f} FLOPs per step in {_ms(step)} is "
+        f"{achieved:.3g} GFLOP/s, {frac * 100:.2g}% of this {b.spec.device}'s measured "
+        f"{ev.device_gflops:.0f} GFLOP/s matmul rate; the step time is spent dispatching "
+        "tiny operations, not computing. A faster device cannot help; fewer, larger "
+        "operations can (a compiled loop, or a larger batch, which changes the training)"))]
+
+
+def recurrent_loop(ev: Evidence) -> list[Reason]:
+    if "recurrent" not in ev.workload_tags:
+        return []
+    tf = [r for s, r in ev.results.items() if s.backend == "tensorflow" and _step(r)]
+    jx = [r for s, r in ev.results.items() if s.backend == "jax" and s.jit != "off"
+          and s.precision == "float32" and _step(r)]
+    if not tf or not jx:
+        return []
+    best_tf = min(tf, key=_step)
+    best_jax = min(jx, key=_step)
+    ratio = _step(best_tf) / _step(best_jax)
+    if ratio < 1.5:
+        return []
+    return [Reason("recurrent-loop", (
+        f"recurrent loop: on the TensorFlow backend Keras runs the RNN as a tf.while_loop "
+        f"that launches a few tiny ops per timestep; the JAX backend compiles the whole loop "
+        f"(lax.scan) into one XLA program: best TF {_ms(_step(best_tf))}/step "
+        f"({best_tf.spec.label}) vs JAX {_ms(_step(best_jax))}/step, {ratio:.1f}x"))]
+
+
+def xla_cost(ev: Evidence) -> list[Reason]:
+    out = []
+    for spec, r in ev.results.items():
+        if spec.jit != "on" or spec.precision != "float32" or spec.backend == "jax":
+            continue
+        ref = _find(ev, spec, jit="auto") or _find(ev, spec, jit="off")
+        s_on, s_off = _step(r), _step(ref)
+        if s_on is None or s_off is None or ref is None:
+            if r.status != "ok" and r.error:
+                out.append(Reason("xla-failed", f"jit_compile=True on {spec.backend}: "
+                                  f"{r.status}: {r.error.splitlines()[0]}"))
+            continue
+        extra = (r.first_step_seconds or 0) - (ref.first_step_seconds or 0)
+        if s_on >= s_off:
+            out.append(Reason("xla-slower", (
+                f"jit_compile=True on {spec.backend}/{spec.device} is {s_on / s_off:.1f}x "
+                f"slower per step here ({_ms(s_on)} vs {_ms(s_off)}) and costs "
+                f"{max(extra, 0):.1f} s more to compile: it never pays back on this machine")))
+        else:
+            saving = s_off - s_on
+            steps = max(extra, 0) / saving if saving > 0 else float("inf")
+            epochs = steps / max(r.steps_per_epoch, 1)
+            out.append(Reason("xla-payback", (
+                f"jit_compile=True on {spec.backend}/{spec.device}: {s_off / s_on:.1f}x faster "
+                f"per step ({_ms(s_on)} vs {_ms(s_off)}); its extra {max(extra, 0):.1f} s of "
+                f"compilation is paid back after {steps:,.0f} steps ({epochs:.2g} epochs)")))
+    return out
+
+
+def mixed_precision(ev: Evidence) -> list[Reason]:
+    out = []
+    flags = set(ev.cpu_flags)
+    for spec, r in ev.results.items():
+        if spec.precision == "float32":
+            continue
+        ref = _find(ev, spec, precision="float32")
+        s_mp, s_32 = _step(r), _step(ref)
+        if s_mp is None or s_32 is None:
+            continue
+        if spec.device == "cpu":
+            if spec.precision == "mixed_float16":
+                hw = ("this CPU has AVX512-FP16, but most float16 kernels still convert to "
+                      "float32 and back" if "avx512_fp16" in flags else
+                      "this CPU has no native float16 arithmetic (no AVX512-FP16/AMX-FP16): "
+                      "float16 is converted to float32 and back around every op")
+            else:
+                hw = ("this CPU has bfloat16 instructions (" +
+                      ", ".join(sorted(flags & {"avx512_bf16", "amx_bf16"})) + ")"
+                      if flags & {"avx512_bf16", "amx_bf16"} else
+                      "this CPU has no bfloat16 instructions")
+        else:
+            hw = "speed depends on the GPU's tensor cores (compute capability >= 7.0)"
+        if s_mp >= s_32:
+            out.append(Reason("mixed-precision-slower", (
+                f"{spec.precision} on {spec.backend}/{spec.device} is {s_mp / s_32:.1f}x "
+                f"slower per step ({_ms(s_mp)} vs {_ms(s_32)} in float32): {hw}")))
+        else:
+            out.append(Reason("mixed-precision-faster", (
+                f"{spec.precision} on {spec.backend}/{spec.device} is {s_32 / s_mp:.1f}x "
+                f"faster per step ({_ms(s_mp)} vs {_ms(s_32)}): {hw}; it changes the "
+                f"math — loss verdict: {r.loss_verdict} ({r.loss_detail})")))
+    return out
+
+
+def pipeline_and_threads(ev: Evidence) -> list[Reason]:
+    out = []
+    for spec, r in ev.results.items():
+        if spec.pipeline == "tf.data":
+            ref = _find(ev, spec, pipeline="arrays")
+            a, b = _step(r), _step(ref)
+            if a and b:
+                word = "faster" if a < b else "no faster"
+                out.append(Reason("input-pipeline", (
+                    f"tf.data with prefetch is {word} than NumPy arrays on {spec.backend} "
+                    f"({_ms(a)} vs {_ms(b)} per step): "
+                    + ("the input was part of the step time" if a < 0.95 * b else
+                       "training is not waiting for input here"))))
+        if spec.threads == 1:
+            ref = _find(ev, spec, threads=None)
+            a, b = _step(r), _step(ref)
+            if a and b and a < 0.95 * b:
+                out.append(Reason("threads", (
+                    f"one intra-op thread is {b / a:.1f}x faster than all cores on "
+                    f"{spec.backend} ({_ms(a)} vs {_ms(b)}): the ops are too small to split, "
+                    "so handing them to a thread pool costs more than it saves")))
+    return out
+
+
+RULES = (overhead_bound, recurrent_loop, xla_cost, mixed_precision, pipeline_and_threads)
+
+
+def explain(ev: Evidence) -> list[Reason]:
+    """All reasons the measured evidence supports."""
+    reasons: list[Reason] = []
+    for rule in RULES:
+        reasons.extend(rule(ev))
+    return reasons
+
+
+def snippet(recommended: TrialSpec, baseline: TrialSpec, batch_size: int | None = None) -> str:
+    """Copy-paste code that turns the baseline's training script into the recommended one."""
+    lines: list[str] = []
+    if recommended.backend != baseline.backend:
+        lines += ["import os", f'os.environ["KERAS_BACKEND"] = "{recommended.backend}"'
+                  "  # before the first `import keras`", "import keras"]
+    if recommended.device != baseline.device:
+        if recommended.device == "cpu":
+            if recommended.backend == "tensorflow":
+                lines += ["import tensorflow as tf",
+                          'tf.config.set_visible_devices([], "GPU")  # before any op: CPU only']
+            else:
+                lines += ['# run on the CPU: set before importing the framework',
+                          'os.environ["CUDA_VISIBLE_DEVICES"] = ""'
+                          + ('; os.environ["JAX_PLATFORMS"] = "cpu"'
+                             if recommended.backend == "jax" else "")]
+        elif recommended.device == "mps":
+            lines += ['os.environ["KERAS_TORCH_DEVICE"] = "mps"  # before importing keras']
+        else:
+            index = recommended.device.split(":")[1]
+            lines += [f'os.environ["CUDA_VISIBLE_DEVICES"] = "{index}"  # before importing']
+    if recommended.threads and recommended.threads != baseline.threads:
+        if recommended.backend == "tensorflow":
+            lines += ["import tensorflow as tf", "tf.config.threading."
+                      f"set_intra_op_parallelism_threads({recommended.threads})  # before any op"]
+        elif recommended.backend == "torch":
+            lines += ["import torch", f"torch.set_num_threads({recommended.threads})"]
+        else:
+            lines += [f'os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false '
+                      f'intra_op_parallelism_threads={recommended.threads}"  # before import']
+    if recommended.precision != baseline.precision:
+        lines += [f'keras.mixed_precision.set_global_policy("{recommended.precision}")'
+                  "  # before building the model"]
+    compile_args = []
+    if recommended.jit != baseline.jit:
+        value = {"on": "True", "off": "False", "auto": '"auto"'}[recommended.jit]
+        compile_args.append(f"jit_compile={value}")
+    if recommended.steps_per_execution != baseline.steps_per_execution:
+        compile_args.append(f"steps_per_execution={recommended.steps_per_execution}")
+    if compile_args:
+        lines.append(f"model.compile(..., {', '.join(compile_args)})")
+    if recommended.pipeline != baseline.pipeline and recommended.pipeline == "tf.data":
+        bs = batch_size or "BATCH_SIZE"
+        lines += ["import tensorflow as tf",
+                  "ds = tf.data.Dataset.from_tensor_slices((x_train, y_train))",
+                  f"ds = ds.shuffle(len(x_train)).batch({bs}).prefetch(tf.data.AUTOTUNE)",
+                  "model.fit(ds, epochs=...)"]
+    if recommended.batch_size != baseline.batch_size and recommended.batch_size:
+        lines.append(f"model.fit(..., batch_size={recommended.batch_size})  # changes the "
+                     "training: check the loss")
+    return "\n".join(dict.fromkeys(lines)) if lines else "# nothing to change"

@@ -1,0 +1,164 @@
+"""``devicebench advise`` and the main job (``devicebench`` with no command)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from devicebench.cli import app, user_errors
+
+ADVISE_HELP = """Find the fastest way to train WORKLOAD on this machine, say why, and give the code.
+
+Measures candidate configurations (backend x device x jit x precision x input pipeline x
+threads; batch sizes only with --allow-batch-change) in worker processes, prunes them by
+successive halving within --budget, then measures the finalists interleaved against the
+baseline (your current configuration) for a speed-up with a 95% CI. A candidate that
+changes the math (precision, batch size) is recommended only if its loss matches the
+baseline's from the same initial weights; one with NaN or a different loss is rejected.
+
+WORKLOAD: a built-in name (devicebench workloads) or path/to/file.py:function.
+"""
+
+
+def _default_baseline(snapshot) -> tuple[str, str]:
+    from devicebench.trials.plan import installed_backends, machine_devices
+
+    have = installed_backends(snapshot)
+    backend = snapshot.keras_backend if snapshot.keras_backend in have else (have or
+                                                                             ["tensorflow"])[0]
+    devices = machine_devices(snapshot)
+    if backend == "torch" and "mps" in devices:
+        return backend, "mps"
+    return backend, ("gpu:0" if "gpu:0" in devices else "cpu")
+
+
+def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batch_change: bool,
+               db: Path | None, snapshot=None, progress: bool = True,
+               equivalence_steps: int = 50):
+    """Validate, advise, store; returns the AdviceResult (shared by advise and main job)."""
+    from devicebench.advise.advisor import advise_workload, parse_baseline
+    from devicebench.env.probe import probe_host_layer
+    from devicebench.store import ResultStore
+    from devicebench.trials.plan import installed_backends
+    from devicebench.workloads import BUILTIN_WORKLOADS
+    from devicebench.workloads.loader import validate_workload_ref
+
+    validate_workload_ref(workload)
+    snapshot = snapshot or probe_host_layer()
+    if not installed_backends(snapshot):
+        from devicebench.errors import InputError
+
+        raise InputError("no deep-learning framework is installed",
+                         fix="pip install 'devicebench[tensorflow,jax]'")
+    backend, device = _default_baseline(snapshot)
+    spec = parse_baseline(baseline, workload, backend)
+    if baseline is None or "device=" not in baseline:
+        spec = spec.with_(device=device)
+    builtin = BUILTIN_WORKLOADS.get(workload)
+    store = ResultStore.open(db)
+    try:
+        machine = store.add_machine(snapshot)
+        run_id = store.start_run(machine, "advise", {"argv": sys.argv[1:], "workload": workload,
+                                                    "budget": budget})
+        bar = _Spinner(workload) if progress else None
+        try:
+            advice = advise_workload(
+                workload, snapshot, baseline=spec, budget_s=budget,
+                allow_batch_change=allow_batch_change, equivalence_steps=equivalence_steps,
+                workload_batch_size=builtin.batch_size if builtin else None,
+                workload_tags=builtin.tags if builtin else (),
+                on_result=lambda r: store.add_trial(run_id, r),
+                on_event=bar.event if bar else None)
+        finally:
+            if bar:
+                bar.stop()
+        store.finish_run(run_id, summary=advice.to_dict())
+    finally:
+        store.close()
+    return advice
+
+
+class _Spinner:
+    def __init__(self, workload: str) -> None:
+        from rich.console import Console
+        from rich.status import Status
+
+        self.workload = workload
+        self.status = Status(f"advise {workload}: starting", console=Console(stderr=True))
+        self.status.start()
+
+    def event(self, kind: str, spec, info: dict) -> None:
+        if kind == "setup":
+            self.status.update(f"advise {self.workload}: setting up {spec.label}")
+        elif kind == "round":
+            self.status.update(f"advise {self.workload}: round {info['round']}")
+
+    def stop(self) -> None:
+        self.status.stop()
+
+
+@app.command(help=ADVISE_HELP)
+@user_errors
+def advise(
+    workload: str = typer.Argument(..., help="Built-in name or path/file.py:function."),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="Your current configuration, e.g. "
+        "backend=tensorflow,device=gpu:0,jit=auto (default: the workload's own settings on "
+        "the Keras backend you use, on its default device)."),
+    budget: float = typer.Option(120.0, "--budget", min=10.0,
+                                 help="Seconds for the whole search and comparison."),
+    allow_batch_change: bool = typer.Option(
+        False, "--allow-batch-change", help="Also try larger batch sizes (changes the "
+        "training; recommended only if the loss matches)."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file."),
+    json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
+) -> None:
+    advice = run_advice(workload, baseline=baseline, budget=budget,
+                        allow_batch_change=allow_batch_change, db=db, progress=not json_out)
+    if json_out:
+        print(json.dumps(advice.to_dict(), indent=2, default=str))
+    else:
+        from devicebench.report.advise import render_advice
+
+        render_advice(advice)
+
+
+MAIN_WORKLOADS = ("seed-rnn", "mnist-cnn")
+MAIN_BUDGET_S = 40.0
+MAIN_EQUIVALENCE_STEPS = 20
+
+
+def main_job(db: Path | None = None) -> int:
+    """``devicebench`` alone: a doctor summary, then advise on seed-rnn and mnist-cnn."""
+    from devicebench.env.checks import run_checks
+    from devicebench.env.probe import probe_environment
+    from devicebench.report.advise import render_advice
+    from devicebench.report.console import make_console
+
+    con = make_console()
+    con.print("[bold]devicebench[/bold]: is this machine's accelerator speeding up training? "
+              "(doctor, then advise on two built-in workloads; `devicebench --help` for more)")
+    snap = probe_environment(None)
+    findings = run_checks(snap)
+    devices = sorted({f"{name}: " + ", ".join(d.kind for d in p.physical_devices)
+                      for name, p in snap.frameworks.items() if p.status == "ok"})
+    con.print("doctor: " + ("; ".join(devices) or "no framework imported"), highlight=False)
+    errors = [f for f in findings if f.severity == "error"]
+    for f in errors + [f for f in findings if f.severity == "warning"]:
+        con.print(f"  {f.severity}: [{f.id}] {f.title} — fix: {f.fix}", markup=False,
+                  highlight=False)
+    con.print(f"  ({len(findings)} findings; `devicebench doctor` for details)")
+    verdicts = []
+    for name in MAIN_WORKLOADS:
+        advice = run_advice(name, baseline=None, budget=MAIN_BUDGET_S,
+                            allow_batch_change=False, db=db, snapshot=snap,
+                            equivalence_steps=MAIN_EQUIVALENCE_STEPS)
+        render_advice(advice, console=con, brief=True)
+        verdicts.append(f"{name}: {advice.verdict}")
+    con.print("\n[bold]Summary[/bold]")
+    for v in verdicts:
+        con.print(f"  {v}", markup=False, highlight=False)
+    return 1 if errors else 0

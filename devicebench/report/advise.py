@@ -1,0 +1,42 @@
+"""Render an AdviceResult for the terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from devicebench.advise.advisor import AdviceResult
+from devicebench.report.console import make_console
+from devicebench.report.run import fmt_seconds, render_comparison
+
+
+def render_advice(advice: AdviceResult, *, console: Console | None = None,
+                  brief: bool = False) -> None:
+    """Ranked candidates, the final interleaved comparison, verdict, reasons and code."""
+    con = console or make_console()
+    con.print(f"\n[bold]devicebench advise {advice.workload}[/bold] — baseline "
+              f"{advice.baseline.label}; {advice.elapsed_s:.0f} s of a {advice.budget_s:.0f} s "
+              "budget")
+    if not brief:
+        table = Table(title="Candidates (successive halving; median step time where last "
+                      "measured)", title_justify="left")
+        for col in ("candidate", "measured in", "step time", "outcome"):
+            table.add_column(col, overflow="fold")
+        ranked = sorted(advice.outcomes, key=lambda o: (
+            bool(o.rejected), -o.rung, o.median_step_s or float("inf")))
+        for o in ranked:
+            outcome = (f"[red]rejected[/]: {o.rejected}" if o.rejected else
+                       "pruned (slower)" if o.pruned else "finalist")
+            where = "final" if o.final else f"rung {o.rung}"
+            table.add_row(o.spec.label, where, fmt_seconds(o.median_step_s), outcome)
+        con.print(table)
+        render_comparison(advice.rows, console=con, notes=advice.notes)
+    con.print(f"\n[bold]Verdict[/bold]: {advice.verdict}", highlight=False)
+    if advice.reasons:
+        con.print("[bold]Why[/bold] (from the measurements):")
+        for r in advice.reasons:
+            con.print(f"  - {r.text}", markup=False, highlight=False)
+    if advice.code and not brief:
+        con.print("[bold]Apply it[/bold]:")
+        for line in advice.code.splitlines():
+            con.print(f"    {line}", markup=False, highlight=False)
