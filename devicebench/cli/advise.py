@@ -44,7 +44,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.store import ResultStore
     from devicebench.trials.plan import installed_backends
     from devicebench.workloads import BUILTIN_WORKLOADS
-    from devicebench.workloads.loader import validate_workload_ref
+    from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
     validate_workload_ref(workload)
     snapshot = snapshot or probe_host_layer()
@@ -57,6 +57,9 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     spec = parse_baseline(baseline, workload, backend)
     if baseline is None or "device=" not in baseline:
         spec = spec.with_(device=device)
+    # A user workload that does not load, returns the wrong thing or whose data does not
+    # fit its model is bad input (exit 2), found in a throwaway worker before searching.
+    check_workload_runs(workload, spec.backend)
     builtin = BUILTIN_WORKLOADS.get(workload)
     store = ResultStore.open(db)
     try:

@@ -1,6 +1,8 @@
-"""Resolve a workload reference: a built-in name, ``path/to/file.py:func`` or
-``package.module:func``. The parent only validates (:func:`validate_workload_ref`,
-never executing user code); the worker loads (:func:`load_workload`)."""
+"""Resolve a workload reference: a built-in name, ``path/to/file.py:func``,
+``package.module:func`` or a saved ``model.keras`` (``model.keras::data.npz``).
+
+The parent only validates (:func:`validate_workload_ref`, never executing user code);
+the worker loads (:func:`load_workload`)."""
 
 from __future__ import annotations
 
@@ -33,8 +35,11 @@ def is_builtin(ref: str) -> bool:
 
 def validate_workload_ref(ref: str) -> None:
     """Check a reference without running user code (the parent imports no framework)."""
-    from devicebench.workloads import get_workload
+    from devicebench.workloads import get_workload, saved
 
+    if saved.is_keras_ref(ref):
+        saved.validate(ref)
+        return
     if ":" not in ref:
         get_workload(ref)  # raises SpecError listing the built-in names
         return
@@ -61,8 +66,10 @@ def validate_workload_ref(ref: str) -> None:
 
 def load_workload(ref: str) -> Workload:
     """Return the Workload for a reference (may execute user code: worker side only)."""
-    from devicebench.workloads import get_workload
+    from devicebench.workloads import get_workload, saved
 
+    if saved.is_keras_ref(ref):
+        return saved.keras_file_workload(ref)
     if ":" not in ref:
         return get_workload(ref)
     target, func = _split(ref)
@@ -86,3 +93,27 @@ def load_workload(ref: str) -> Workload:
             fix="return devicebench.workloads.base.Workload(...)",
         )
     return workload
+
+
+def check_workload_runs(ref: str, backend: str, timeout: float = 180.0) -> None:
+    """Load a user workload in a throwaway worker and check its type and data.
+
+    Built-in workloads are known good and skipped. Raises SpecError (one line, exit 2)
+    for a function returning the wrong thing or data that does not fit the model.
+    """
+    import os
+
+    from devicebench.trials.launcher import run_worker
+
+    if is_builtin(ref):
+        return
+    env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="",
+               JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2")
+    out = run_worker("devicebench.workloads.check_worker", [ref], timeout=timeout, env=env)
+    if out.result is None:
+        raise SpecError(f"workload {ref} could not be loaded: {out.describe()}",
+                        fix="run its function by hand to see the error")
+    if not out.result.get("ok"):
+        raise SpecError(f"workload {ref}: {out.result.get('what')}",
+                        fix="return devicebench.workloads.base.Workload(...) whose "
+                            "make_data() arrays match build_model()'s input and output")

@@ -1,0 +1,79 @@
+"""`devicebench advise` on real CPU runs (tiny workloads, short budgets)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import devicebench
+from tests.conftest import requires_jax, requires_tf, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+W = str(ROOT / "tests" / "fixtures" / "workloads.py")
+
+
+@requires_jax
+@requires_tf
+def test_search_rejects_nan_candidate_and_compares_with_baseline(tmp_path):
+    res = run_cli("advise", f"{W}:nan_on_tensorflow", "--baseline", "backend=jax",
+                  "--budget", "30", "--json", "--db", str(tmp_path / "a.db"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    cands = {c["spec"]["backend"] + "/" + c["spec"]["jit"]: c for c in doc["candidates"]}
+    assert cands["tensorflow/auto"]["rejected"].startswith("nan: ")
+    assert "loss became nan" in cands["tensorflow/auto"]["rejected"]
+    final = {r["label"]: r for r in doc["final"]}
+    assert final["jax/cpu"]["is_reference"] and final["jax/cpu"]["status"] == "ok"
+    assert doc["verdict"]
+    if doc["recommended"] is not None:
+        assert doc["recommended"]["backend"] != "tensorflow"
+        sp = doc["speedup_vs_baseline"]
+        assert sp["ci95"][0] > 1  # recommended only when significantly faster
+        assert doc["code"]
+    else:
+        assert doc["verdict"].startswith("keep jax/cpu")
+
+
+@requires_jax
+def test_python_api_on_a_saved_keras_model_round_trip(tmp_path):
+    model_path = tmp_path / "small.keras"
+    code = (
+        "import keras, sys\n"
+        "m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation='relu'),"
+        " keras.layers.Dense(3, activation='softmax')])\n"
+        "m.compile(loss='sparse_categorical_crossentropy', optimizer=keras.optimizers.Adam(0.01))\n"
+        f"m.save({str(model_path)!r})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                   env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"})
+    advice = devicebench.advise(str(model_path), budget=20, baseline="backend=jax",
+                                db=tmp_path / "b.db")
+    assert advice.baseline_row is not None and advice.baseline_row.result.status == "ok"
+    assert "synthetic 2048 samples" in advice.data_note
+    assert advice.verdict
+    assert {o.spec.backend for o in advice.outcomes} - {"jax"}  # other backends were tried
+    assert json.loads(json.dumps(advice.to_dict(), default=str))["workload"] == str(model_path)
+
+
+def _one_line_exit_2(res, needle: str) -> None:
+    assert res.returncode == 2, (res.stdout[-1000:], res.stderr[-2000:])
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert needle in lines[0], lines[0]
+
+
+@requires_jax
+def test_user_workload_errors_each_give_their_line(tmp_path):
+    db = ["--db", str(tmp_path / "e.db"), "--baseline", "backend=jax"]
+    _one_line_exit_2(run_cli("advise", "nope/train.py:make", *db), "not found")
+    _one_line_exit_2(run_cli("advise", f"{W}:no_such_function", *db), "no function")
+    _one_line_exit_2(run_cli("advise", f"{W}:not_a_workload", *db), "not a devicebench Workload")
+    _one_line_exit_2(run_cli("advise", f"{W}:misfit", *db), "does not fit the model")
+    _one_line_exit_2(run_cli("advise", str(tmp_path / "m.keras"), *db), "not found")
+    bad = tmp_path / "bad.keras"
+    bad.write_text("not a zip")
+    _one_line_exit_2(run_cli("advise", str(bad), *db), "not a Keras 3 .keras archive")
+    _one_line_exit_2(run_cli("advise", "seed-rnn", "--baseline", "gpu", "--db",
+                             str(tmp_path / "e.db")), "bad --baseline")
