@@ -1,0 +1,69 @@
+"""How much speed does ``advise`` leave on the table, and how much time does it save?
+
+For each workload: ``advise`` under its default budget (timed), then an exhaustive
+interleaved sweep of the same candidate space (timed). Regret = the sweep's best safe
+speed / the speed of advise's pick in the same sweep - 1. Targets: regret <= 5%,
+advise's time <= 25% of the sweep's.
+
+Usage: python bench/advisor_regret.py [WORKLOAD ...] [--budget SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from devicebench.advise.advisor import DEFAULT_BUDGET_S, advise_workload
+from devicebench.advise.candidates import candidate_space
+from devicebench.advise.search import rejection
+from devicebench.env.probe import probe_host_layer
+from devicebench.trials.engine import RunOptions, run_workload_group
+from devicebench.trials.spec import TrialSpec
+from devicebench.workloads import get_workload
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workloads", nargs="*", default=["seed-rnn", "mnist-cnn"])
+    ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S)
+    ap.add_argument("--sweep-rounds", type=int, default=5)
+    args = ap.parse_args()
+    snap = probe_host_layer()
+    for name in args.workloads:
+        w = get_workload(name)
+        baseline = TrialSpec(name)
+        t0 = time.monotonic()
+        advice = advise_workload(name, snap, baseline=baseline, budget_s=args.budget,
+                                 workload_batch_size=w.batch_size, workload_tags=w.tags)
+        advise_s = time.monotonic() - t0
+        pick = advice.recommended or baseline
+        space = [baseline, *candidate_space(baseline, snap, workload_batch_size=w.batch_size)]
+        t0 = time.monotonic()
+        results = run_workload_group(space, RunOptions(
+            min_rounds=args.sweep_rounds, max_rounds=args.sweep_rounds, budget_seconds=600,
+            setup_timeout=300, block_timeout=300), reference=baseline)
+        sweep_s = time.monotonic() - t0
+        by = {r.spec: r for r in results}
+        safe = {s: r.step_time.median for s, r in by.items()
+                if r.step_time is not None and not rejection(r, baseline)}
+        best = min(safe, key=safe.get)
+        print(f"{name}: sweep of {len(space)} configurations, {args.sweep_rounds} interleaved "
+              f"rounds: best {best.label} {safe[best] * 1e3:.3g} ms/step", flush=True)
+        for s in sorted(safe, key=safe.get):
+            print(f"    {s.label:<45} {safe[s] * 1e3:9.3g} ms/step", flush=True)
+        for s, r in by.items():
+            if s not in safe:
+                print(f"    {s.label:<45} rejected: {rejection(r, baseline)[:80]}")
+        if pick not in safe:
+            print(f"{name}: advise picked {pick.label}, which the sweep could not confirm")
+            continue
+        regret = safe[pick] / safe[best] - 1
+        ratio = advise_s / sweep_s
+        print(f"{name}: advise picked {pick.label} ({advice.verdict[:80]}...)\n"
+              f"{name}: regret {regret:.1%} ({'within' if regret <= 0.05 else 'OUTSIDE'} 5%); "
+              f"advise took {advise_s:.0f} s vs sweep {sweep_s:.0f} s = {ratio:.0%} "
+              f"({'within' if ratio <= 0.25 else 'OUTSIDE'} 25%)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
