@@ -33,6 +33,16 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+def assert_one_line_error(res: CliResult, *needles: str) -> None:
+    """Bad input: exit code 2 and exactly one line on stderr (what, why, fix), no traceback."""
+    assert res.returncode == 2, (res.stdout[-1000:], res.stderr[-2000:])
+    assert "Traceback" not in res.stderr, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
 def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 

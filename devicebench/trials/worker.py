@@ -49,7 +49,6 @@ class TrialSession:
         self.spec = spec
         self.backend = importlib.import_module(f"devicebench.backends.{spec.backend}")
         self.steps_per_block = 0
-        self._offset = 0
         self.last_loss: float | None = None
 
     # -- setup ------------------------------------------------------------------------

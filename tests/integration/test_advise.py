@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import devicebench
-from tests.conftest import requires_jax, requires_tf, run_cli
+from tests.conftest import assert_one_line_error, requires_jax, requires_tf, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 W = str(ROOT / "tests" / "fixtures" / "workloads.py")
@@ -57,23 +57,18 @@ def test_python_api_on_a_saved_keras_model_round_trip(tmp_path):
     assert json.loads(json.dumps(advice.to_dict(), default=str))["workload"] == str(model_path)
 
 
-def _one_line_exit_2(res, needle: str) -> None:
-    assert res.returncode == 2, (res.stdout[-1000:], res.stderr[-2000:])
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert needle in lines[0], lines[0]
-
 
 @requires_jax
 def test_user_workload_errors_each_give_their_line(tmp_path):
     db = ["--db", str(tmp_path / "e.db"), "--baseline", "backend=jax"]
-    _one_line_exit_2(run_cli("advise", "nope/train.py:make", *db), "not found")
-    _one_line_exit_2(run_cli("advise", f"{W}:no_such_function", *db), "no function")
-    _one_line_exit_2(run_cli("advise", f"{W}:not_a_workload", *db), "not a devicebench Workload")
-    _one_line_exit_2(run_cli("advise", f"{W}:misfit", *db), "does not fit the model")
-    _one_line_exit_2(run_cli("advise", str(tmp_path / "m.keras"), *db), "not found")
+    assert_one_line_error(run_cli("advise", "nope/train.py:make", *db), "not found")
+    assert_one_line_error(run_cli("advise", f"{W}:no_such_function", *db), "no function")
+    assert_one_line_error(run_cli("advise", f"{W}:not_a_workload", *db),
+                          "not a devicebench Workload")
+    assert_one_line_error(run_cli("advise", f"{W}:misfit", *db), "does not fit the model")
+    assert_one_line_error(run_cli("advise", str(tmp_path / "m.keras"), *db), "not found")
     bad = tmp_path / "bad.keras"
     bad.write_text("not a zip")
-    _one_line_exit_2(run_cli("advise", str(bad), *db), "not a Keras 3 .keras archive")
-    _one_line_exit_2(run_cli("advise", "seed-rnn", "--baseline", "gpu", "--db",
+    assert_one_line_error(run_cli("advise", str(bad), *db), "not a Keras 3 .keras archive")
+    assert_one_line_error(run_cli("advise", "seed-rnn", "--baseline", "gpu", "--db",
                              str(tmp_path / "e.db")), "bad --baseline")

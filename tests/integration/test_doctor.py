@@ -11,7 +11,7 @@ import pytest
 
 from devicebench.env.probe import probe_environment
 from devicebench.env.snapshot import SCHEMA_VERSION, load_snapshot
-from tests.conftest import requires_jax, requires_tf, run_cli
+from tests.conftest import assert_one_line_error, requires_jax, requires_tf, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -122,33 +122,25 @@ def test_fixture_snapshot_with_metal_mismatch_exits_1():
     assert "Symbol not found" in res.stdout
 
 
-def _assert_one_line_error(res, *needles: str) -> None:
-    assert res.returncode == 2, (res.stdout, res.stderr)
-    assert "Traceback" not in res.stderr
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, res.stderr
-    for n in needles:
-        assert n in lines[0]
-
 
 def test_bad_inputs_give_one_line_and_exit_2(tmp_path):
-    _assert_one_line_error(run_cli("doctor", "--snapshot", str(tmp_path / "nope.json")),
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(tmp_path / "nope.json")),
                            "not found", "nope.json")
     corrupt = tmp_path / "corrupt.json"
     corrupt.write_text('{"schema_version": 1, "host": ')
-    _assert_one_line_error(run_cli("doctor", "--snapshot", str(corrupt)), "not valid JSON")
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(corrupt)), "not valid JSON")
     newer = tmp_path / "newer.json"
     newer.write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
-    _assert_one_line_error(run_cli("doctor", "--snapshot", str(newer)), "newer", "upgrade")
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(newer)), "newer", "upgrade")
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps({"schema_version": 1, "host": "x86"}))
-    _assert_one_line_error(run_cli("doctor", "--snapshot", str(wrong)), "unexpected shape")
-    _assert_one_line_error(run_cli("doctor", "--snapshot", str(tmp_path)), "directory")
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(wrong)), "unexpected shape")
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(tmp_path)), "directory")
     broken = tmp_path / "train.py"
     broken.write_text("def f(:\n    pass\n")
-    _assert_one_line_error(run_cli("doctor", str(broken), "--frameworks", "none"), "train.py")
-    _assert_one_line_error(run_cli("doctor", str(tmp_path), "--frameworks", "none"), "directory")
-    _assert_one_line_error(run_cli("doctor", "--frameworks", "tensorflw"), "tensorflw")
+    assert_one_line_error(run_cli("doctor", str(broken), "--frameworks", "none"), "train.py")
+    assert_one_line_error(run_cli("doctor", str(tmp_path), "--frameworks", "none"), "directory")
+    assert_one_line_error(run_cli("doctor", "--frameworks", "tensorflw"), "tensorflw")
 
 
 def test_script_check_through_cli_reports_line():

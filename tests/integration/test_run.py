@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from devicebench.store import ResultStore
-from tests.conftest import requires_jax, requires_tf, run_cli
+from tests.conftest import assert_one_line_error, requires_jax, requires_tf, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 W = str(ROOT / "tests" / "fixtures" / "workloads.py")
@@ -108,33 +108,27 @@ def test_sigint_keeps_finished_trials_and_resume_completes_the_rest(tmp_path):
     con.close()
 
 
-def _one_line_exit_2(res, needle: str) -> None:
-    assert res.returncode == 2, (res.stdout, res.stderr)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert needle in lines[0]
-
 
 def test_bad_run_inputs_give_one_line_and_exit_2(tmp_path):
     db = ["--db", str(tmp_path / "ok.db")]
-    _one_line_exit_2(run_cli("run", "seed-rnm", *db), "unknown workload")
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--backend", "caffe", *db), "unknown backend")
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--device", "gpu:7", *db), "no device")
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--device", "cuda", *db), "unknown device")
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--precision", "fp8", *db), "precision")
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--batch-size", "0", *db), "batch-size")
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--batch-size", "x", *db), "batch-size")
-    _one_line_exit_2(run_cli("run", f"{W}:missing", *db), "no function 'missing'")
-    _one_line_exit_2(run_cli("run", "nope.py:f", *db), "not found")
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--db", str(tmp_path)), "directory")
+    assert_one_line_error(run_cli("run", "seed-rnm", *db), "unknown workload")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--backend", "caffe", *db), "unknown backend")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--device", "gpu:7", *db), "no device")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--device", "cuda", *db), "unknown device")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--precision", "fp8", *db), "precision")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--batch-size", "0", *db), "batch-size")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--batch-size", "x", *db), "batch-size")
+    assert_one_line_error(run_cli("run", f"{W}:missing", *db), "no function 'missing'")
+    assert_one_line_error(run_cli("run", "nope.py:f", *db), "not found")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--db", str(tmp_path)), "directory")
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"this is not a database" * 100)
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--db", str(corrupt)), "corrupt.db")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--db", str(corrupt)), "corrupt.db")
     newer = tmp_path / "newer.db"
     con = sqlite3.connect(newer)
     con.execute("PRAGMA user_version = 99")
     con.close()
-    _one_line_exit_2(run_cli("run", "seed-rnn", "--db", str(newer)), "upgrade")
+    assert_one_line_error(run_cli("run", "seed-rnn", "--db", str(newer)), "upgrade")
 
 
 def test_workloads_command_lists_flops():
