@@ -1,0 +1,280 @@
+"""From raw op-sweep results to figures: per-point statistics, the cost model per path,
+speed-ups with CIs, crossover sizes, the measured matmul peak. Verdicts are in
+:mod:`devicebench.ops.verdict`; renderers only format what these return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicebench.measure.stats import Ratio, summarize
+from devicebench.ops.fit import CostFit, crossover_size, fit_cost_model, ratio_of_medians
+from devicebench.ops.result import OpsPoint, OpsWorkerResult
+from devicebench.ops.spec import MODES, OPS, WORK_UNIT, op_flops, op_work, side_for_work
+
+PEAK_MODES = ("eager", "compiled")
+NOISY_IQR = 0.5
+
+
+@dataclass(frozen=True)
+class PointStat:
+    """One size of one path. Seconds are per call — per op for ``in-graph``, where the
+    compiled call's own cost is subtracted: (t_chain − t_compiled) / (N − 1)."""
+
+    size: int
+    median: float
+    q1: float
+    q3: float
+    ci_low: float
+    ci_high: float
+    samples: tuple[float, ...]
+    calls_per_block: int
+    first_call: float | None
+    work: float
+    flops: float
+    resolved: bool = True  # False: in-graph per-op cost lost in the noise (CI reaches 0)
+
+    @property
+    def usable(self) -> bool:
+        return self.resolved and self.median > 0
+
+    @property
+    def noisy(self) -> bool:
+        """The blocks spread by more than half the median (a busy machine)."""
+        return self.median > 0 and (self.q3 - self.q1) > NOISY_IQR * self.median
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"size": self.size, "median_s": self.median, "q1_s": self.q1, "q3_s": self.q3,
+                "iqr_s": self.q3 - self.q1, "ci95_s": [self.ci_low, self.ci_high],
+                "samples_s": list(self.samples), "calls_per_block": self.calls_per_block,
+                "first_call_s": self.first_call, "work": self.work, "flops": self.flops,
+                "resolved": self.resolved, "noisy": self.noisy}
+
+
+@dataclass
+class PathStat:
+    """One backend, device and mode for one op: its points, fit and comparison."""
+
+    backend: str
+    device: str
+    mode: str
+    points: list[PointStat] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    fit: CostFit | None = None
+    pct_of_peak: float | None = None
+    dispatch_bound_below: float | None = None  # size n below which overhead > work
+    ref: str | None = None
+    speedups: list[tuple[int, Ratio | None]] = field(default_factory=list)
+    crossover: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}/{self.device} {self.mode}"
+
+    def at(self, size: int) -> PointStat | None:
+        return next((p for p in self.points if p.size == size), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        fit = None
+        if self.fit is not None:
+            f = self.fit
+            fit = {"overhead_s": f.overhead, "rate_per_s": f.rate if f.rate != float("inf")
+                   else None, "n_points": f.n_points, "rel_residual": f.rel_residual,
+                   "pct_of_matmul_peak": self.pct_of_peak,
+                   "dispatch_bound_below_size": self.dispatch_bound_below}
+        return {
+            "label": self.label, "backend": self.backend, "device": self.device,
+            "mode": self.mode, "points": [p.to_dict() for p in self.points],
+            "skipped": [{"size": s, "reason": r} for s, r in self.skipped],
+            "errors": [{"size": s, "error": r} for s, r in self.errors],
+            "fit": fit, "reference": self.ref, "crossover_size": self.crossover,
+            "speedup_vs_reference": [
+                {"size": s, "value": r.value, "ci95": [r.ci_low, r.ci_high]}
+                for s, r in self.speedups if r is not None],
+        }
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The fastest matmul measured on a device: the practical peak others are held to."""
+
+    flops_per_s: float
+    label: str
+    size: int
+
+
+@dataclass
+class OpAnalysis:
+    op: str
+    unit: str  # "flops" or "bytes": what the fitted rate counts
+    paths: list[PathStat]
+    verdict: list[str] = field(default_factory=list)
+
+    def path(self, backend: str, device: str, mode: str) -> PathStat | None:
+        return next((p for p in self.paths if (p.backend, p.device, p.mode)
+                     == (backend, device, mode)), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "rate_unit": f"{self.unit}/s", "verdict": self.verdict,
+                "paths": [p.to_dict() for p in self.paths]}
+
+
+@dataclass
+class OpsAnalysis:
+    ops: list[OpAnalysis]
+    peaks: dict[str, Peak]
+    accelerators: list[str]
+    workers: list[OpsWorkerResult]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accelerators": self.accelerators,
+            "matmul_peak": {d: {"flops_per_s": p.flops_per_s, "path": p.label, "size": p.size}
+                            for d, p in self.peaks.items()},
+            "notes": self.notes,
+            "workers": [{"backend": w.backend, "device": w.device, "status": w.status,
+                         "error": w.error, "info": w.info} for w in self.workers],
+            "ops": [o.to_dict() for o in self.ops],
+        }
+
+
+def _stat(p: OpsPoint, samples: list[float], resolved: bool = True) -> PointStat:
+    s = summarize(samples)
+    return PointStat(p.size, s.median, s.q1, s.q3, s.ci_low, s.ci_high, tuple(samples),
+                     p.calls_per_block, p.first_call_seconds, op_work(p.op, p.size),
+                     op_flops(p.op, p.size), resolved)
+
+
+def _in_graph_per_op(chain: OpsPoint, base: OpsPoint) -> list[float]:
+    """Per-op seconds inside the chain: (t_chain − t_compiled) / (N − 1). Blocks of the
+    same round are paired (they ran back to back), so drift cancels; with unequal block
+    counts the compiled median is subtracted instead."""
+    t_chain, t_one = chain.call_seconds, base.call_seconds
+    if len(t_chain) == len(t_one):
+        return [(c - o) / (chain.chain - 1) for c, o in zip(t_chain, t_one, strict=True)]
+    t1 = summarize(t_one).median
+    return [(c - t1) / (chain.chain - 1) for c in t_chain]
+
+
+def _path_points(worker: OpsWorkerResult, op: str, mode: str) -> PathStat:
+    path = PathStat(worker.backend, worker.device, mode)
+    compiled = {p.size: p for p in worker.points
+                if p.op == op and p.mode == "compiled" and p.status == "ok"}
+    for p in (q for q in worker.points if q.op == op and q.mode == mode):
+        if p.status == "skipped":
+            path.skipped.append((p.size, p.reason))
+            continue
+        if p.status != "ok" or not p.call_seconds:
+            path.errors.append((p.size, p.reason))
+            continue
+        if mode != "in-graph":
+            path.points.append(_stat(p, p.call_seconds))
+            continue
+        base = compiled.get(p.size)
+        if base is None or not base.call_seconds or p.chain < 2:
+            path.errors.append((p.size, "no compiled call at this size to subtract"))
+            continue
+        per_op = _in_graph_per_op(p, base)
+        stat = _stat(p, per_op)
+        path.points.append(_stat(p, per_op, resolved=stat.ci_low > 0))
+    path.points.sort(key=lambda q: q.size)
+    return path
+
+
+def measured_peaks(workers: list[OpsWorkerResult]) -> dict[str, Peak]:
+    """Per device, the fastest matmul (eager or compiled, any backend) in FLOP/s."""
+    peaks: dict[str, Peak] = {}
+    for w in workers:
+        for p in w.points:
+            if p.op != "matmul" or p.mode not in PEAK_MODES or p.status != "ok":
+                continue
+            s = p.summary()
+            if s is None or s.median <= 0:
+                continue
+            rate = op_flops("matmul", p.size) / s.median
+            if w.device not in peaks or rate > peaks[w.device].flops_per_s:
+                peaks[w.device] = Peak(rate, f"{w.label} {p.mode}", p.size)
+    return peaks
+
+
+def _fit(path: PathStat, op: str, peak: Peak | None) -> None:
+    usable = [p for p in path.points if p.usable]
+    if len(usable) < 2:
+        return
+    path.fit = fit_cost_model([p.work for p in usable], [p.median for p in usable])
+    rate = path.fit.rate
+    if rate != float("inf"):
+        largest = usable[-1]
+        flops_rate = rate * largest.flops / largest.work
+        if peak is not None:
+            path.pct_of_peak = 100.0 * flops_rate / peak.flops_per_s
+        if path.fit.overhead > 0:
+            path.dispatch_bound_below = side_for_work(op, path.fit.break_even_work())
+
+
+def _reference(path: PathStat, paths: list[PathStat]) -> PathStat | None:
+    """Accelerator paths: the same backend and mode on the CPU. CPU framework paths:
+    numpy (the CPU reference)."""
+    if path.device != "cpu":
+        key = (path.backend, "cpu", path.mode)
+    elif path.backend != "numpy":
+        key = ("numpy", "cpu", "eager")
+    else:
+        return None
+    return next((p for p in paths if (p.backend, p.device, p.mode) == key), None)
+
+
+def _compare(path: PathStat, ref: PathStat) -> None:
+    path.ref = ref.label
+    for p in path.points:
+        r = ref.at(p.size)
+        ratio = None
+        if r is not None and r.usable and p.usable:
+            ratio = ratio_of_medians(r.samples, p.samples)
+        path.speedups.append((p.size, ratio))
+    path.crossover = crossover_size(path.speedups)
+
+
+def analyse(workers: list[OpsWorkerResult], accelerators: list[str] | None = None,
+            notes: list[str] | None = None) -> OpsAnalysis:
+    """Statistics, fits, speed-ups and crossovers for every op and path measured.
+
+    Example:
+        >>> analyse([]).ops
+        []
+    """
+    from devicebench.ops.verdict import op_verdict  # verdict text builds on this module
+
+    peaks = measured_peaks(workers)
+    compiled_with = {w.backend: str(w.info["compiled_with"]) for w in workers
+                     if w.info.get("compiled_with")}
+    ok_workers = [w for w in workers if w.points]
+    present = {p.op for w in ok_workers for p in w.points}
+    ops: list[OpAnalysis] = []
+    for op in (o for o in OPS if o in present):
+        paths = []
+        for w in ok_workers:
+            for mode in MODES:
+                if any(p.op == op and p.mode == mode for p in w.points):
+                    path = _path_points(w, op, mode)
+                    _fit(path, op, peaks.get(w.device))
+                    paths.append(path)
+        for path in paths:
+            ref = _reference(path, paths)
+            if ref is not None:
+                _compare(path, ref)
+        analysis = OpAnalysis(op, WORK_UNIT[op], paths)
+        analysis.verdict = op_verdict(analysis, peaks, accelerators or [], compiled_with)
+        ops.append(analysis)
+    all_notes = list(notes or [])
+    points = [q for o in ops for p in o.paths for q in p.points if p.mode != "in-graph"]
+    noisy = sum(q.noisy for q in points)
+    if noisy:
+        all_notes.append(
+            f"{noisy} of {len(points)} points spread by more than {NOISY_IQR:.0%} of their "
+            "median (IQR): the machine was busy or a thread pool stalled; close other work "
+            "and rerun, or raise --blocks")
+    return OpsAnalysis(ops, peaks, list(accelerators or []), workers, all_notes)
