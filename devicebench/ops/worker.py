@@ -11,7 +11,9 @@ The protocol per op:
    included, reported apart); one synced call → calls per block K so that a block lasts
    ``block_seconds``; one warm-up block of K calls → K refined;
 2. ``blocks`` rounds, each timing one block of K calls of every size and mode in turn,
-   so drift and bursts of load from other processes hit all points alike. Every block
+   so drift and bursts of load from other processes hit all points alike; a block that
+   runs 20x past its expected time (a stalled thread pool) is cut short, its per-call
+   rate kept. Every block
    ends with a device sync inside the timed region — except ``naive`` blocks, which time
    the loop exactly as seed 003 did (no sync), their queue drained after the timer stops.
 
@@ -38,18 +40,41 @@ from devicebench.ops.spec import OpsConfig, modes_for, op_work, ops_for
 
 MAX_CALLS_PER_BLOCK = 1_000_000
 IN_GRAPH_CAP_SHARE = 0.2  # in-graph chains stop at a fifth of the per-call limit
+# ... and once the compiled call costs this many times its smallest-size cost: the
+# dispatch is then under ~5% of a call, and each chain only adds compile time.
+IN_GRAPH_MAX_GROWTH = 20.0
+BLOCK_FLOOR = 0.002  # seconds: the expected block time never counts as shorter
+CHECK_SECONDS = 20e-6  # expected work between clock reads (<0.5% overhead)
+STALL_FACTOR = 20.0  # a block this many times longer than expected is cut short
 
 
-def time_block(call: Callable[[], Any], k: int,
-               sync: Callable[[Any], None] | None) -> tuple[float, Any]:
-    """Seconds for ``k`` calls, the sync (when given) inside the timed region."""
+def time_block(call: Callable[[], Any], k: int, sync: Callable[[Any], None] | None,
+               limit: float | None = None, check_every: int = 64) -> tuple[float, Any]:
+    """Seconds for ``k`` calls, the sync (when given) inside the timed region.
+
+    With ``limit``, a block still running after ``limit`` seconds (a thread pool stalled
+    by another process) stops early and its time is scaled to ``k`` calls: the same
+    per-call rate, without spending seconds on one outlier. The clock is read every
+    ``check_every`` calls only.
+    """
     out = None
+    done = 0
     start = time.perf_counter()
-    for _ in range(k):
-        out = call()
+    if limit is None:
+        for _ in range(k):
+            out = call()
+        done = k
+    else:
+        while done < k:
+            n = min(check_every, k - done)
+            for _ in range(n):
+                out = call()
+            done += n
+            if done < k and time.perf_counter() - start > limit:
+                break
     if sync is not None:
         sync(out)
-    return time.perf_counter() - start, out
+    return (time.perf_counter() - start) * k / done, out
 
 
 @dataclass
@@ -64,6 +89,14 @@ class _Path:
     n_blocks: int = 0
     samples: list[float] = field(default_factory=list)
     error: str = ""
+
+
+def _stall_guard(k: int, per_call: float) -> tuple[float | None, int]:
+    """(limit, check_every) for a block of ``k`` calls expected to take ``per_call`` each."""
+    if k <= 1:
+        return None, 1
+    limit = STALL_FACTOR * max(k * per_call, BLOCK_FLOOR)
+    return limit, max(1, min(64, int(CHECK_SECONDS / max(per_call, 1e-9))))
 
 
 def _calls_for(seconds_per_call: float, target: float) -> int:
@@ -97,10 +130,14 @@ def _skip_reason(config: OpsConfig, mode: str, guess: float) -> str | None:
 
 def calibrate_size(kernels: BaseKernels, config: OpsConfig, op: str, n: int,
                    modes: tuple[str, ...], predicted: dict[str, float],
+                   smallest_compiled: float | None = None,
                    ) -> tuple[list[_Path], list[OpsPoint]]:
     """Build every mode of ``op`` at size ``n``: first call (compilation), one synced
     call, a warm-up block; choose calls per block and blocks. Returns the paths to time
-    and the points skipped (predicted over the limit) or failed."""
+    and the points skipped (predicted over the limit) or failed.
+
+    ``smallest_compiled``: the compiled call's cost at the smallest size, which ends the
+    in-graph chains once the compiled call has grown :data:`IN_GRAPH_MAX_GROWTH` times."""
     points: list[OpsPoint] = []
     paths: list[_Path] = []
     inputs = kernels.inputs(op, n)
@@ -110,6 +147,10 @@ def calibrate_size(kernels: BaseKernels, config: OpsConfig, op: str, n: int,
         if mode == "in-graph" and base is not None and guess == 0.0:  # no history yet
             guess = config.chain * base.per_call
         why = _skip_reason(config, mode, guess)
+        if (why is None and mode == "in-graph" and base is not None and smallest_compiled
+                and base.per_call > IN_GRAPH_MAX_GROWTH * smallest_compiled):
+            why = (f"the compiled call already costs {base.per_call / smallest_compiled:.0f}x "
+                   "its smallest-size cost: dispatch is under 5% of it")
         if why is not None:
             points.append(OpsPoint(op, mode, n, status="skipped", reason=why))
             continue
@@ -120,7 +161,7 @@ def calibrate_size(kernels: BaseKernels, config: OpsConfig, op: str, n: int,
             path = _Path(mode, n, call, chain, first, one)
             path.k = _calls_for(one, config.block_seconds)
             if path.k > 1:  # a warm-up block; longer calls are warm after two
-                warm, _ = time_block(call, path.k, kernels.sync)
+                warm, _ = time_block(call, path.k, kernels.sync, *_stall_guard(path.k, one))
                 path.per_call = warm / path.k
                 path.k = _calls_for(path.per_call, config.block_seconds)
             if one > config.max_call_seconds:
@@ -156,7 +197,8 @@ def _time_rounds(kernels: BaseKernels, paths: list[_Path]) -> None:
                 continue
             naive = p.mode == "naive"
             try:
-                seconds, out = time_block(p.call, p.k, None if naive else kernels.sync)
+                seconds, out = time_block(p.call, p.k, None if naive else kernels.sync,
+                                          *_stall_guard(p.k, p.per_call))
                 if naive:
                     kernels.sync(out)  # drain the queue outside the timer
             except Exception as exc:
@@ -178,12 +220,14 @@ def sweep_op(kernels: BaseKernels, config: OpsConfig, op: str,
             work = op_work(op, n)
             predicted = {m: predict_call(h, work) for m, h in history.items()}
             predicted.update({m: math.inf for m in skipped})
-            new_paths, new_points = calibrate_size(kernels, config, op, n, modes, predicted)
+            first = history.get("compiled", [])
+            new_paths, new_points = calibrate_size(kernels, config, op, n, modes, predicted,
+                                                   first[0][1] if first else None)
             paths += new_paths
             points += new_points
             for p in new_paths:
                 history[p.mode].append((work, p.per_call))
-            skipped |= {p.mode for p in new_points if p.status == "skipped"}
+            skipped |= {p.mode for p in new_points if p.status == "skipped"}  # and larger
         _time_rounds(kernels, paths)
     for p in paths:
         if p.error:

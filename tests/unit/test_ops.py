@@ -5,6 +5,7 @@ protocol run inline on numpy."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -361,3 +362,19 @@ def test_jax_and_tensorflow_syncs_fetch_or_block():
     k.tf, k.dev = tf, "/GPU:0"
     k.sync(_Recorder())
     assert tf.calls == ["reshape", "slice", "numpy"]  # one element, never the whole tensor
+
+
+def test_a_stalled_block_is_cut_short_and_keeps_its_per_call_rate():
+    from devicebench.ops.worker import time_block
+
+    calls = []
+
+    def slow() -> None:
+        calls.append(1)
+        time.sleep(0.001)
+
+    seconds, _ = time_block(slow, 10_000, None, limit=0.05)
+    assert len(calls) < 10_000  # stopped early, not after ~10 s
+    assert seconds == pytest.approx(10_000 * 0.001, rel=0.5)  # scaled to the whole block
+    fast, _ = time_block(lambda: None, 100, None, limit=10.0)
+    assert fast < 0.01
