@@ -15,6 +15,7 @@ from devicebench.ops.spec import MODES, OPS, WORK_UNIT, op_flops, op_work, side_
 
 PEAK_MODES = ("eager", "compiled")
 NOISY_IQR = 0.5
+MIN_FIT_POINTS = 3  # two points always fit a line exactly: no check left
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def measured_peaks(workers: list[OpsWorkerResult]) -> dict[str, Peak]:
 
 def _fit(path: PathStat, op: str, peak: Peak | None) -> None:
     usable = [p for p in path.points if p.usable]
-    if len(usable) < 2:
+    if len(usable) < MIN_FIT_POINTS:
         return
     path.fit = fit_cost_model([p.work for p in usable], [p.median for p in usable])
     rate = path.fit.rate
