@@ -131,15 +131,17 @@ def _skip_reason(config: OpsConfig, mode: str, guess: float) -> str | None:
 def calibrate_size(kernels: BaseKernels, config: OpsConfig, op: str, n: int,
                    modes: tuple[str, ...], predicted: dict[str, float],
                    smallest_compiled: float | None = None,
-                   ) -> tuple[list[_Path], list[OpsPoint]]:
+                   ) -> tuple[list[_Path], list[OpsPoint], set[str]]:
     """Build every mode of ``op`` at size ``n``: first call (compilation), one synced
-    call, a warm-up block; choose calls per block and blocks. Returns the paths to time
-    and the points skipped (predicted over the limit) or failed.
+    call, a warm-up block; choose calls per block and blocks. Returns the paths to time,
+    the points skipped or failed, and the modes to skip at every larger size (those
+    predicted over the time limit; a mode skipped on a noisy estimate is retried).
 
     ``smallest_compiled``: the compiled call's cost at the smallest size, which ends the
     in-graph chains once the compiled call has grown :data:`IN_GRAPH_MAX_GROWTH` times."""
     points: list[OpsPoint] = []
     paths: list[_Path] = []
+    stop: set[str] = set()
     inputs = kernels.inputs(op, n)
     for mode in modes:
         guess = predicted.get(mode, 0.0)
@@ -147,7 +149,9 @@ def calibrate_size(kernels: BaseKernels, config: OpsConfig, op: str, n: int,
         if mode == "in-graph" and base is not None and guess == 0.0:  # no history yet
             guess = config.chain * base.per_call
         why = _skip_reason(config, mode, guess)
-        if (why is None and mode == "in-graph" and base is not None and smallest_compiled
+        if why is not None:
+            stop.add(mode)
+        elif (mode == "in-graph" and base is not None and smallest_compiled
                 and base.per_call > IN_GRAPH_MAX_GROWTH * smallest_compiled):
             why = (f"the compiled call already costs {base.per_call / smallest_compiled:.0f}x "
                    "its smallest-size cost: dispatch is under 5% of it")
@@ -174,7 +178,7 @@ def calibrate_size(kernels: BaseKernels, config: OpsConfig, op: str, n: int,
         except Exception as exc:  # one failing op must not end the sweep
             points.append(OpsPoint(op, mode, n, status="error",
                                    reason=f"{type(exc).__name__}: {exc}"[:500]))
-    return paths, points
+    return paths, points, stop
 
 
 def predict_call(history: list[tuple[float, float]], work: float) -> float:
@@ -221,13 +225,13 @@ def sweep_op(kernels: BaseKernels, config: OpsConfig, op: str,
             predicted = {m: predict_call(h, work) for m, h in history.items()}
             predicted.update({m: math.inf for m in skipped})
             first = history.get("compiled", [])
-            new_paths, new_points = calibrate_size(kernels, config, op, n, modes, predicted,
-                                                   first[0][1] if first else None)
+            new_paths, new_points, stop = calibrate_size(
+                kernels, config, op, n, modes, predicted, first[0][1] if first else None)
             paths += new_paths
             points += new_points
             for p in new_paths:
                 history[p.mode].append((work, p.per_call))
-            skipped |= {p.mode for p in new_points if p.status == "skipped"}  # and larger
+            skipped |= stop
         _time_rounds(kernels, paths)
     for p in paths:
         if p.error:
