@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from devicebench.advise.advisor import DEFAULT_BUDGET_S, advise_workload
-from devicebench.advise.candidates import candidate_space
-from devicebench.advise.search import rejection
+from devicebench.advisor.advice import DEFAULT_BUDGET_S, advise_workload
+from devicebench.advisor.candidates import candidate_space
+from devicebench.advisor.search import rejection
 from devicebench.env.probe import probe_host_layer
 from devicebench.trials.engine import RunOptions, run_workload_group
 from devicebench.trials.spec import TrialSpec

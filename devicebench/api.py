@@ -73,7 +73,7 @@ def advise(
         baseline: your current configuration, e.g. ``"backend=tensorflow,device=gpu:0"``.
 
     Returns:
-        an :class:`devicebench.advise.advisor.AdviceResult` (``.verdict``, ``.reasons``,
+        an :class:`devicebench.advisor.advice.AdviceResult` (``.verdict``, ``.reasons``,
         ``.code``, ``.to_dict()``).
 
     Raises:

@@ -82,3 +82,41 @@ def peak_memory_bytes(device: str) -> int | None:
     except Exception:
         return None
     return int(peak) or None
+
+
+# Ops every partition has, wherever the math runs: not fallbacks.
+_INFRASTRUCTURE_OPS = {"NoOp", "Const", "Identity", "IdentityN", "Placeholder"}
+
+
+def start_placement_audit() -> None:
+    """Record where each op of the next tf.function instantiation is placed.
+
+    Must run before the training function's first call: partition graphs are recorded
+    when the function is instantiated (a private API, tensorflow/python/eager/context.py).
+    """
+    from tensorflow.python.eager import context
+
+    context.context().enable_run_metadata()
+
+
+def finish_placement_audit() -> dict[str, Any]:
+    """``{"ops_by_device": {"CPU:0": n, "GPU:0": m}, "cpu_op_types": {op: count}}``."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    try:
+        md = ctx.export_run_metadata()
+    finally:
+        ctx.disable_run_metadata()
+    by_device: dict[str, int] = {}
+    cpu_types: dict[str, int] = {}
+    for fg in getattr(md, "function_graphs", []):
+        for pg in fg.partition_graphs:
+            for node in pg.node:
+                if node.op.startswith("_") or node.op in _INFRASTRUCTURE_OPS:
+                    continue
+                device = node.device.rsplit("device:", 1)[-1] if node.device else "unknown"
+                by_device[device] = by_device.get(device, 0) + 1
+                if device.startswith("CPU"):
+                    cpu_types[node.op] = cpu_types.get(node.op, 0) + 1
+    return {"ops_by_device": by_device, "cpu_op_types": cpu_types}

@@ -39,7 +39,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                db: Path | None, snapshot=None, progress: bool = True,
                equivalence_steps: int = 50):
     """Validate, advise, store; returns the AdviceResult (shared by advise and main job)."""
-    from devicebench.advise.advisor import advise_workload, parse_baseline
+    from devicebench.advisor.advice import advise_workload, parse_baseline
     from devicebench.env.probe import probe_host_layer
     from devicebench.store import ResultStore
     from devicebench.trials.plan import installed_backends

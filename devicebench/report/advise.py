@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from devicebench.advise.advisor import AdviceResult
+from devicebench.advisor.advice import AdviceResult
 from devicebench.report.console import make_console
 from devicebench.report.run import fmt_seconds, render_comparison
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from devicebench.advise.equivalence import compare_losses, tolerance_for
+from devicebench.advisor.equivalence import compare_losses, tolerance_for
 from devicebench.trials.environment import worker_env
 from devicebench.trials.launcher import WorkerFailure, WorkerProcess
 from devicebench.trials.result import TrialResult
@@ -157,7 +157,7 @@ def run_workload_group(
                 for key in ("import_seconds", "setup_seconds", "first_step_seconds",
                             "steps_per_block", "batch_size",
                             "steps_per_epoch", "flops_per_step", "loss_checkpoints",
-                            "equivalence_losses", "jit_resolved", "data_note"):
+                            "equivalence_losses", "jit_resolved", "data_note", "placement"):
                     if key in reply:
                         setattr(r, key, reply[key])
 

@@ -47,6 +47,7 @@ class TrialResult:
     nonfinite: bool = False
     jit_resolved: bool | None = None
     data_note: str = ""
+    placement: dict[str, Any] = field(default_factory=dict)  # TF: ops per device, step 1
     loss_verdict: str = "n/a"
     loss_detail: str = ""
 

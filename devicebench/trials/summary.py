@@ -42,6 +42,7 @@ class ComparisonRow:
             "loss_checkpoints": r.loss_checkpoints,
             "final_loss": r.final_loss,
             "data_note": r.data_note,
+            "placement": r.placement,
             "jit_resolved": r.jit_resolved,
             "spread_warning": r.spread_warning,
             "raw": {"block_seconds": r.block_seconds, "block_rounds": r.block_rounds,

@@ -99,12 +99,18 @@ class TrialSession:
         # Loss trajectory from the (shared) initial weights, on fixed batches.
         losses: list[float] = []
         losses_times: list[float] = []
+        audit = spec.backend == "tensorflow"
+        placement: dict[str, Any] = {}
         for i in range(equivalence_steps):
             lo = (i % self.steps_per_epoch) * self.batch
+            if audit and i == 0:
+                self.backend.start_placement_audit()  # where the first step's ops run
             ts = time.perf_counter()
             out = model.train_on_batch(self.x[lo:lo + self.batch], self.y[lo:lo + self.batch])
             loss = float(out[0] if isinstance(out, list | tuple) else out)
             losses_times.append(time.perf_counter() - ts)
+            if audit and i == 0:
+                placement = self.backend.finish_placement_audit()
             losses.append(loss)
             if not math.isfinite(loss):
                 break
@@ -120,6 +126,7 @@ class TrialSession:
             "batch_size": self.batch,
             "steps_per_epoch": self.steps_per_epoch,
             "flops_per_step": workload.flops_per_step(self.batch),
+            "placement": placement,
         }
         if losses and not math.isfinite(losses[-1]):
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")

@@ -55,6 +55,9 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
         assert r["first_step_s"] > 0 and r["warmup_s"] >= 0
         assert "seed 000" in r["data_note"]
     assert rows["tensorflow"]["jit_resolved"] is False and jax["jit_resolved"] is True
+    # TF's placement audit of the first step: every op of this CPU trial on the CPU.
+    placed = rows["tensorflow"]["placement"]["ops_by_device"]
+    assert set(placed) == {"CPU:0"} and placed["CPU:0"] > 10
     with ResultStore.open(db) as store:
         stored = store.trials_for_run(doc["run_id"])
     assert {r.spec.backend: r.status for r in stored} == {"tensorflow": "ok", "jax": "ok"}

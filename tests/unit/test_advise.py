@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from devicebench.advise.advisor import advise_workload, parse_baseline
-from devicebench.advise.candidates import candidate_space, fit_to_budget
-from devicebench.advise.explain import Evidence, explain, snippet
-from devicebench.advise.search import successive_halving
+from devicebench.advisor.advice import advise_workload, parse_baseline
+from devicebench.advisor.candidates import candidate_space, fit_to_budget
+from devicebench.advisor.explain import Evidence, explain, snippet
+from devicebench.advisor.search import successive_halving
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import SpecError
 from devicebench.trials.engine import RunOptions
@@ -198,3 +198,23 @@ def test_parse_baseline():
         parse_baseline("gpu", "seed-rnn", "tensorflow")
     with pytest.raises(SpecError, match="device"):
         parse_baseline("device=cuda", "seed-rnn", "tensorflow")
+
+
+def test_cpu_fallback_reason_counts_ops_placed_on_the_cpu_in_a_gpu_trial():
+    gpu = BASE.with_(device="gpu:0")
+    r = _result(gpu, 0.05)
+    r.placement = {"ops_by_device": {"GPU:0": 300, "CPU:0": 12},
+                   "cpu_op_types": {"StatelessRandomGetKeyCounter": 8, "Cast": 4}}
+    cpu = _result(BASE, 0.01)
+    cpu.placement = {"ops_by_device": {"CPU:0": 312}, "cpu_op_types": {"MatMul": 40}}
+    reasons = explain(Evidence(baseline=r, results={gpu: r, BASE: cpu}))
+    fallback = [x.text for x in reasons if x.id == "cpu-fallback"]
+    assert len(fallback) == 1  # the CPU trial's ops are not fallbacks
+    assert "12 of 312 ops" in fallback[0] and "StatelessRandomGetKeyCounter x8" in fallback[0]
+
+
+def test_public_advise_is_never_shadowed_by_a_subpackage():
+    import devicebench
+    import devicebench.advisor.advice  # noqa: F401  (importing it must not rebind the name)
+
+    assert callable(devicebench.advise) and devicebench.advise.__module__ == "devicebench"

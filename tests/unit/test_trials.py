@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devicebench.advise.equivalence import compare_losses
+from devicebench.advisor.equivalence import compare_losses
 from devicebench.env.snapshot import EnvSnapshot, HostInfo, NvidiaGpu, NvidiaSmi
 from devicebench.errors import SpecError
 from devicebench.measure.stats import paired_ratio, settled, summarize

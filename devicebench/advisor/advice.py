@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from devicebench.advise.candidates import candidate_space, fit_to_budget
-from devicebench.advise.explain import Evidence, Reason, explain, snippet
-from devicebench.advise.search import (
+from devicebench.advisor.candidates import candidate_space, fit_to_budget
+from devicebench.advisor.explain import Evidence, Reason, explain, snippet
+from devicebench.advisor.search import (
     CandidateOutcome,
     Measure,
     default_rungs,
@@ -98,6 +98,15 @@ def parse_baseline(text: str | None, workload: str, default_backend: str) -> Tri
     return TrialSpec(workload, **fields)
 
 
+def _setup_estimate(r: TrialResult | None, equivalence_steps: int) -> float:
+    """Seconds a trial takes before its first timed block, from a pruning-rung result."""
+    if r is None or r.status != "ok":
+        return 10.0
+    step = r.step_time.median if r.step_time else 0.0
+    return ((r.import_seconds or 0) + (r.setup_seconds or 0) + (r.first_step_seconds or 0)
+            + equivalence_steps * step * 1.5 + (r.warmup_seconds or 0) + 1.0)
+
+
 def _device_rate(spec: TrialSpec) -> float | None:
     # The CPU's rate is measured here with numpy; accelerators need `devicebench ops`.
     return cpu_matmul_gflops() if spec.device == "cpu" else None
@@ -140,19 +149,20 @@ def advise_workload(
         result.notes.append(
             f"budget {budget_s:.0f} s: measured {len(first)} of {len(candidates)} candidates; "
             f"not tried: {', '.join(s.label for s in skipped)} (raise --budget to include them)")
-    deadline = start + budget_s * 0.55  # the final comparison keeps the rest
     finalists, outcomes, last = successive_halving(
-        baseline, first, measure, rung_options=default_rungs(budget_s), deadline=deadline,
-        clock=clock)
+        baseline, first, measure, rung_options=default_rungs(budget_s),
+        deadline=start + budget_s * 0.55, clock=clock)
     result.outcomes = list(outcomes.values())
 
-    remaining = max(10.0, budget_s - (clock() - start))
-    # Setting up the finalists (imports, compile, 50 equivalence steps, warm-up) takes
-    # about a third of what is left; the rounds get the rest.
+    # The final: setting up its trials (import, build, compile, equivalence steps,
+    # warm-up) costs what the pruning rung measured for them plus the longer equivalence
+    # check; the interleaved rounds get what is left of the budget (at least 5 rounds).
+    setup_est = sum(_setup_estimate(last.get(s), equivalence_steps)
+                    for s in [baseline, *finalists])
+    rounds_s = max(5.0, budget_s - (clock() - start) - setup_est)
     final_results = measure([baseline, *finalists], RunOptions(
-        min_rounds=5, max_rounds=30, budget_seconds=remaining * 0.6,
-        equivalence_steps=equivalence_steps,
-        max_warmup_seconds=max(3.0, remaining * 0.1)))
+        min_rounds=5, max_rounds=30, budget_seconds=rounds_s,
+        equivalence_steps=equivalence_steps, max_warmup_seconds=max(3.0, rounds_s * 0.1)))
     rows = compare(final_results)
     result.rows = rows
     by_spec = {r.result.spec: r for r in rows}

@@ -64,6 +64,9 @@ def successive_halving(
 ) -> tuple[list[TrialSpec], dict[TrialSpec, CandidateOutcome], dict[TrialSpec, TrialResult]]:
     """Prune ``candidates`` rung by rung, always measuring the baseline alongside.
 
+    A rung after the first runs only if, at the previous rung's cost per trial, it ends
+    before ``deadline``.
+
     Returns:
         (finalists — at most ``keep_final`` safe candidates, fastest first;
          outcome per candidate; the last result per spec, baseline included).
@@ -71,12 +74,17 @@ def successive_halving(
     outcomes = {c: CandidateOutcome(c, rung=0) for c in candidates}
     last: dict[TrialSpec, TrialResult] = {}
     alive = list(candidates)
+    per_trial_s = 0.0
     for rung, options in enumerate(rung_options):
         if len(alive) <= keep_final:
             break  # few enough already: the final comparison measures them
-        if deadline is not None and rung > 0 and clock() >= deadline:
-            break
+        if deadline is not None and rung > 0:
+            # The next rung costs about what the last one did per trial.
+            if clock() + per_trial_s * (len(alive) + 1) > deadline:
+                break
+        rung_start = clock()
         results = measure([baseline, *alive], options)
+        per_trial_s = (clock() - rung_start) / (len(alive) + 1)
         for r in results:
             last[r.spec] = r
         ranked: list[tuple[float, TrialSpec]] = []

@@ -174,7 +174,29 @@ def pipeline_and_threads(ev: Evidence) -> list[Reason]:
     return out
 
 
-RULES = (overhead_bound, recurrent_loop, xla_cost, mixed_precision, pipeline_and_threads)
+def cpu_fallback(ev: Evidence) -> list[Reason]:
+    """Ops of a GPU trial's training step that TensorFlow placed on the CPU."""
+    out = []
+    for spec, r in ev.results.items():
+        if spec.device == "cpu" or not r.placement:
+            continue
+        by_device = r.placement.get("ops_by_device", {})
+        on_cpu = sum(n for d, n in by_device.items() if d.startswith("CPU"))
+        total = sum(by_device.values())
+        if not on_cpu:
+            continue
+        top = sorted(r.placement.get("cpu_op_types", {}).items(), key=lambda kv: -kv[1])[:5]
+        step = _step(r)
+        out.append(Reason("cpu-fallback", (
+            f"CPU fallback: {on_cpu} of {total} ops of the training step ran on the CPU in "
+            f"the {spec.label} trial ({', '.join(f'{op} x{n}' for op, n in top)}); each "
+            "crossing copies tensors between host and device"
+            + (f" and adds dispatch latency to a {_ms(step)} step" if step else ""))))
+    return out
+
+
+RULES = (overhead_bound, cpu_fallback, recurrent_loop, xla_cost, mixed_precision,
+         pipeline_and_threads)
 
 
 def explain(ev: Evidence) -> list[Reason]:

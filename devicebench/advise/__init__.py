@@ -1,1 +1,0 @@
-"""Advice: equivalence checks, candidate search and explanations."""
