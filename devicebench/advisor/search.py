@@ -104,6 +104,8 @@ def successive_halving(
         for _, spec in ranked[keep:]:
             outcomes[spec].pruned = True
         alive = [spec for _, spec in ranked[:keep]]
+    for spec in alive[keep_final:]:
+        outcomes[spec].pruned = True  # no rung left to tell them apart: the fastest go on
     return alive[:keep_final], outcomes, last
 
 
