@@ -34,7 +34,8 @@ def main() -> None:
         baseline = TrialSpec(name)
         t0 = time.monotonic()
         advice = advise_workload(name, snap, baseline=baseline, budget_s=args.budget,
-                                 workload_batch_size=w.batch_size, workload_tags=w.tags)
+                                 workload_batch_size=w.batch_size, workload_tags=w.tags,
+                                 workload_flops_per_step=w.flops_per_step())
         advise_s = time.monotonic() - t0
         pick = advice.recommended or baseline
         space = [baseline, *candidate_space(baseline, snap, workload_batch_size=w.batch_size)]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from devicebench.advisor.candidates import candidate_space, fit_to_budget
+from devicebench.advisor.candidates import candidate_space, fit_to_budget, is_compute_heavy
 from devicebench.advisor.explain import Evidence, Reason, explain, snippet
 from devicebench.advisor.search import (
     CandidateOutcome,
@@ -121,6 +121,7 @@ def advise_workload(
     allow_batch_change: bool = False,
     workload_batch_size: int | None = None,
     workload_tags: tuple[str, ...] = (),
+    workload_flops_per_step: float | None = None,
     equivalence_steps: int = 50,
     measure: Measure | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
@@ -142,8 +143,10 @@ def advise_workload(
     start = clock()
     measure = measure or engine_measure(on_result=on_result, on_event=on_event)
     result = AdviceResult(workload=workload, baseline=baseline, budget_s=budget_s)
-    candidates = candidate_space(baseline, snapshot, allow_batch_change=allow_batch_change,
-                                 workload_batch_size=workload_batch_size)
+    candidates = candidate_space(
+        baseline, snapshot, allow_batch_change=allow_batch_change,
+        workload_batch_size=workload_batch_size,
+        compute_heavy=is_compute_heavy(workload_flops_per_step, workload_tags))
     first, skipped = fit_to_budget(candidates, budget_s)
     if skipped:
         result.notes.append(

@@ -22,13 +22,17 @@ def candidate_space(
     *,
     allow_batch_change: bool = False,
     workload_batch_size: int | None = None,
+    compute_heavy: bool = False,
 ) -> list[TrialSpec]:
     """Every candidate worth measuring, most promising first (the baseline excluded).
 
-    Order: the other backends and devices at their defaults (the biggest wins: seed
-    000's RNN is 15-25x faster on Keras' JAX backend); then jit flips; reduced
-    precision; the tf.data pipeline; one thread; batch sizes (only when allowed, as
-    they change the training itself).
+    Order: the other backends and devices at their defaults (the biggest wins for
+    dispatch-bound models: seed 000's RNN is 15-25x faster on Keras' JAX backend); then
+    jit flips and reduced precision — first instead when ``compute_heavy`` (many FLOPs
+    per step, no recurrent loop: arithmetic, not dispatch, is what there is to save);
+    then the tf.data pipeline; one thread; batch sizes (only when allowed, as they change
+    the training itself). The order only decides what a small budget tries; what is
+    recommended comes from the measurements.
     """
     backends = installed_backends(snapshot)
     devices = [d for d in machine_devices(snapshot) if d != "mps"]
@@ -40,16 +44,26 @@ def candidate_space(
         if spec != baseline and spec not in out:
             out.append(spec)
 
-    for device in [baseline.device] + [d for d in devices if d != baseline.device]:
-        for backend in [b for b in backends if b != baseline.backend] + [baseline.backend]:
-            add(baseline.with_(backend=backend, device=device, **defaults))
-    if "torch" in backends and "mps" in machine_devices(snapshot):
-        add(baseline.with_(backend="torch", device="mps", **defaults))
+    def other_backends_and_devices() -> None:
+        for device in [baseline.device] + [d for d in devices if d != baseline.device]:
+            for backend in [b for b in backends if b != baseline.backend] + [baseline.backend]:
+                add(baseline.with_(backend=backend, device=device, **defaults))
+        if "torch" in backends and "mps" in machine_devices(snapshot):
+            add(baseline.with_(backend="torch", device="mps", **defaults))
+
+    def jit_and_precision() -> None:
+        add(baseline.with_(jit="on" if baseline.jit != "on" else "off"))
+        if _has_bf16(snapshot):
+            add(baseline.with_(precision="mixed_bfloat16"))
+        add(baseline.with_(precision="mixed_float16"))
+
+    if compute_heavy:
+        jit_and_precision()
+        other_backends_and_devices()
+    else:
+        other_backends_and_devices()
+        jit_and_precision()
     base_be = baseline.backend
-    add(baseline.with_(jit="on" if baseline.jit != "on" else "off"))
-    if _has_bf16(snapshot):
-        add(baseline.with_(precision="mixed_bfloat16"))
-    add(baseline.with_(precision="mixed_float16"))
     if "tensorflow" in backends:
         add(baseline.with_(pipeline="tf.data"))
     for backend in backends:
@@ -70,3 +84,12 @@ def fit_to_budget(candidates: list[TrialSpec], budget_s: float, share: float = 0
     """Split candidates into those the budget allows in the first rung and the rest."""
     n = max(2, int(budget_s * share // CANDIDATE_COST_S))
     return candidates[:n], candidates[n:]
+
+
+COMPUTE_HEAVY_FLOPS_PER_STEP = 1e7
+
+
+def is_compute_heavy(flops_per_step: float | None, tags: tuple[str, ...]) -> bool:
+    """Many FLOPs per step and no per-timestep loop (whose cost is dispatch)."""
+    return bool(flops_per_step and flops_per_step >= COMPUTE_HEAVY_FLOPS_PER_STEP
+                and "recurrent" not in tags)

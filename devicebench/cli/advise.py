@@ -73,6 +73,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                 allow_batch_change=allow_batch_change, equivalence_steps=equivalence_steps,
                 workload_batch_size=builtin.batch_size if builtin else None,
                 workload_tags=builtin.tags if builtin else (),
+                workload_flops_per_step=builtin.flops_per_step() if builtin else None,
                 on_result=lambda r: store.add_trial(run_id, r),
                 on_event=bar.event if bar else None)
         finally:

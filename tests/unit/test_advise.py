@@ -218,3 +218,16 @@ def test_public_advise_is_never_shadowed_by_a_subpackage():
     import devicebench.advisor.advice  # noqa: F401  (importing it must not rebind the name)
 
     assert callable(devicebench.advise) and devicebench.advise.__module__ == "devicebench"
+
+
+def test_compute_heavy_workloads_try_precision_and_jit_first():
+    from devicebench.advisor.candidates import is_compute_heavy
+
+    assert is_compute_heavy(432e6, ()) and not is_compute_heavy(432e6, ("recurrent",))
+    assert not is_compute_heavy(28_800, ())
+    mnist = TrialSpec("mnist-cnn")
+    heavy = candidate_space(mnist, _snap(), compute_heavy=True)
+    assert heavy[:3] == [mnist.with_(jit="on"), mnist.with_(precision="mixed_bfloat16"),
+                         mnist.with_(precision="mixed_float16")]
+    light = candidate_space(mnist, _snap())
+    assert light[0].backend != "tensorflow" and set(heavy) == set(light)
