@@ -38,8 +38,9 @@ class RunOptions:
         setup_timeout: seconds for a worker's import, build, compile and warm-up.
         block_timeout: seconds for one round's block(s) of one trial.
         memory_limit_bytes: address-space limit added to each worker after import.
-        whole_epoch_seconds: epochs estimated shorter than this are timed whole (as the
-            user's fit runs them); longer ones in blocks of K steps (0: always K steps).
+        whole_epoch_seconds: when every trial's epoch is estimated shorter than this,
+            blocks are whole epochs (as the user's fit runs them); otherwise every trial
+            uses blocks of K steps (0: always K steps).
         max_warmup_seconds: warm-up stops after this long even if not settled.
     """
 
@@ -116,6 +117,7 @@ def run_workload_group(
     results = {s: TrialResult(s) for s in specs}
     workers: dict[TrialSpec, Worker] = {}
     finished: set[TrialSpec] = set()
+    estimates: dict[TrialSpec, float] = {}
 
     def done(spec: TrialSpec) -> None:
         finished.add(spec)
@@ -137,7 +139,6 @@ def run_workload_group(
                 msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
                                        "equivalence_steps": options.equivalence_steps,
                                        "memory_limit_bytes": options.memory_limit_bytes,
-                                       "whole_epoch_seconds": options.whole_epoch_seconds,
                                        "max_warmup_seconds": options.max_warmup_seconds}
                 if weights_source is None:
                     msg["weights_out"] = str(weights)
@@ -153,14 +154,19 @@ def run_workload_group(
                     continue
                 if weights_source is None:
                     weights_source = spec
+                estimates[spec] = reply.get("epoch_estimate_seconds", float("inf"))
                 r = results[spec]
                 for key in ("import_seconds", "setup_seconds", "first_step_seconds",
-                            "steps_per_block", "batch_size",
+                            "batch_size",
                             "steps_per_epoch", "flops_per_step", "loss_checkpoints",
                             "equivalence_losses", "jit_resolved", "data_note", "placement"):
                     if key in reply:
                         setattr(r, key, reply[key])
 
+            # One way of cutting blocks for every trial compared: whole epochs when all
+            # of them are short, else K-step blocks (mixing the two would bias ratios).
+            whole = all(estimates.get(s, float("inf")) <= options.whole_epoch_seconds
+                        for s in order if s not in finished)
             start = time.monotonic()
             for rnd in range(options.max_rounds):
                 live = [s for s in order if s not in finished]
@@ -168,8 +174,9 @@ def run_workload_group(
                     break
                 for spec in live:
                     try:
-                        reply = workers[spec].request({"cmd": "measure", "blocks": 1},
-                                                      timeout=options.block_timeout)
+                        reply = workers[spec].request(
+                            {"cmd": "measure", "whole_epochs": whole},
+                            timeout=options.block_timeout)
                     except WorkerFailure as exc:
                         _fail(results[spec], exc)
                         done(spec)
@@ -178,6 +185,7 @@ def run_workload_group(
                     if "warmup_seconds" in reply:
                         r.warmup_seconds = reply["warmup_seconds"]
                         r.warmup_blocks = reply["warmup_blocks"]
+                    r.steps_per_block = reply.get("steps_per_block", r.steps_per_block)
                     results[spec].block_seconds.extend(reply["block_seconds"])
                     results[spec].block_rounds.extend([rnd] * len(reply["block_seconds"]))
                 emit("round", None, {"round": rnd + 1, "max_rounds": options.max_rounds})

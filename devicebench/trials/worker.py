@@ -30,7 +30,6 @@ TARGET_BLOCK_SECONDS = 0.25
 MAX_WARMUP_BLOCKS = 8
 CHECKPOINT_STEPS = (1, 10, 25, 50, 100, 200)
 MAX_EPOCHS_PER_BLOCK = 8
-WHOLE_EPOCH_SECONDS = 3.0
 
 
 class NonFiniteLoss(Exception):
@@ -54,8 +53,7 @@ class TrialSession:
     # -- setup ------------------------------------------------------------------------
     def setup(self, weights_in: str | None = None, weights_out: str | None = None,
               equivalence_steps: int = 50, memory_limit_bytes: int | None = None,
-              max_warmup_seconds: float = 60.0,
-              whole_epoch_seconds: float = WHOLE_EPOCH_SECONDS) -> dict[str, Any]:
+              max_warmup_seconds: float = 60.0) -> dict[str, Any]:
         spec = self.spec
         t0 = time.perf_counter()
         self.backend.configure(spec.device, spec.threads)
@@ -131,8 +129,10 @@ class TrialSession:
         if losses and not math.isfinite(losses[-1]):
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
         self._max_warmup_seconds = max_warmup_seconds
-        self._plan_blocks(losses_times, whole_epoch_seconds)
-        reply["steps_per_block"] = self.steps_per_block
+        # Synced train_on_batch steps overestimate a fit step, so blocks err long.
+        typical = sorted(losses_times[1:] or losses_times or [TARGET_BLOCK_SECONDS])
+        self._step_estimate = typical[len(typical) // 2]
+        reply["epoch_estimate_seconds"] = self._step_estimate * self.steps_per_epoch
         return reply
 
     def _limit_memory(self, limit: int) -> None:
@@ -141,20 +141,14 @@ class TrialSession:
         vms = psutil.Process().memory_info().vms
         resource.setrlimit(resource.RLIMIT_AS, (vms + limit, vms + limit))
 
-    def _plan_blocks(self, step_times: list[float], whole_epoch_seconds: float) -> None:
-        """Choose how a timed block is cut, from the synced train_on_batch step times
-        (which overestimate a ``fit`` step, so blocks err on the long side).
-
-        Short epochs (estimated <= ``whole_epoch_seconds``): a block is one or more whole
-        epochs over the real data, exactly what ``fit`` does for the user — shuffling,
-        the last partial batch and the per-epoch overhead included. Long epochs: a block
-        is K full batches (a Keras epoch of ``steps_per_epoch=K``), about
-        TARGET_BLOCK_SECONDS, so a trial needs not wait whole epochs per sample.
-        """
-        typical = sorted(step_times[1:] or step_times or [TARGET_BLOCK_SECONDS])
-        per_step = typical[len(typical) // 2]
-        epoch_estimate = per_step * self.steps_per_epoch
-        if epoch_estimate <= whole_epoch_seconds:
+    def _plan_blocks(self, whole_epochs: bool) -> None:
+        """Cut timed blocks: whole epochs over the real data (exactly what ``fit`` does
+        for the user: shuffling, the last partial batch and per-epoch overhead included),
+        or K full batches of about TARGET_BLOCK_SECONDS (for long epochs). The parent
+        picks one way for every trial it compares, so their blocks measure alike."""
+        per_step = self._step_estimate
+        if whole_epochs:
+            epoch_estimate = per_step * self.steps_per_epoch
             self.epochs_per_block = min(MAX_EPOCHS_PER_BLOCK, max(
                 1, math.ceil(TARGET_BLOCK_SECONDS / max(epoch_estimate, 1e-6))))
             self.fit_steps = None
@@ -168,7 +162,7 @@ class TrialSession:
         self.steps_per_block = k
 
     # -- timed blocks -----------------------------------------------------------------
-    def run_blocks(self, channel: Channel) -> None:
+    def run_blocks(self, channel: Channel, whole_epochs: bool = True) -> None:
         """Answer ``measure`` commands from inside ONE long ``fit``, as real training runs.
 
         A block ends at ``on_epoch_end``, whose loss is a host float, so every block ends
@@ -178,6 +172,7 @@ class TrialSession:
         """
         import keras
 
+        self._plan_blocks(whole_epochs)
         session = self
 
         class BlockTimer(keras.callbacks.Callback):
@@ -216,6 +211,7 @@ class TrialSession:
                                             "warmup_blocks": len(self.warmup)}
                     return
                 reply: dict[str, Any] = {"block_seconds": [elapsed], "loss": loss,
+                                         "steps_per_block": session.steps_per_block,
                                          **self.warmup_info}
                 self.warmup_info = {}
                 channel.send({"ok": True, **reply})
@@ -293,14 +289,15 @@ def main(argv: list[str]) -> int:
             if cmd == "setup":
                 session = TrialSession(TrialSpec.from_dict(msg["spec"]))
                 opts = {k: msg[k] for k in ("weights_in", "weights_out", "equivalence_steps",
-                                            "memory_limit_bytes", "max_warmup_seconds",
-                                            "whole_epoch_seconds") if k in msg}
+                                            "memory_limit_bytes", "max_warmup_seconds")
+                        if k in msg}
                 channel.send({"ok": True, **session.setup(**opts)})
                 continue
             if session is None:
                 raise RuntimeError(f"command {cmd!r} before setup")
             if cmd == "measure":
-                session.run_blocks(channel)  # returns when a non-measure command arrives
+                # Returns when a command other than "measure" arrives.
+                session.run_blocks(channel, bool(msg.get("whole_epochs", True)))
                 continue
             if cmd == "finish":
                 channel.send({"ok": True, **session.finish()})

@@ -188,18 +188,24 @@ def test_plan_cross_product_and_machine_devices():
 
 
 class FakeWorker:
+    instances: list[FakeWorker] = []
+
     def __init__(self, spec: TrialSpec, log: list, step: float, fail_on: str | None) -> None:
         self.spec, self.log, self.step, self.fail_on = spec, log, step, fail_on
+        self.messages: list[dict] = []
+        FakeWorker.instances.append(self)
 
     def request(self, message, timeout):
         self.log.append((self.spec.backend, message["cmd"]))
+        self.messages.append(message)
         if message["cmd"] == self.fail_on:
             raise WorkerFailure("crashed", "worker killed by SIGABRT")
         if message["cmd"] == "setup":
-            return {"ok": True, "steps_per_block": 10, "batch_size": 32, "steps_per_epoch": 100,
-                    "equivalence_losses": [1.0, 0.5]}
+            return {"ok": True, "batch_size": 32, "steps_per_epoch": 100,
+                    "equivalence_losses": [1.0, 0.5],
+                    "epoch_estimate_seconds": 10.0 if self.spec.backend == "jax" else 1.0}
         if message["cmd"] == "measure":
-            return {"ok": True, "block_seconds": [self.step * 10]}
+            return {"ok": True, "block_seconds": [self.step * 10], "steps_per_block": 10}
         return {"ok": True, "final_loss": 0.5}
 
     def close(self, timeout=10):
@@ -210,6 +216,7 @@ class FakeWorker:
 
 
 def test_rounds_interleave_trials_and_a_failure_never_stops_the_others():
+    FakeWorker.instances.clear()
     log: list = []
     stored: list[TrialResult] = []
     a, b, c = (TrialSpec("seed-rnn", backend=x) for x in ("tensorflow", "jax", "torch"))
@@ -230,6 +237,11 @@ def test_rounds_interleave_trials_and_a_failure_never_stops_the_others():
     assert by["jax"].loss_verdict == "same"
     assert by["jax"].block_rounds == [0, 1, 2]
     assert [r.spec.backend for r in stored][0] == "torch"  # stored when it failed
+    assert by["jax"].step_time.median == pytest.approx(0.001)
+    # One epoch is long (jax: 10 s), so every trial is cut into K-step blocks alike.
+    cuts = {m["whole_epochs"] for w in FakeWorker.instances for m in w.messages
+            if m["cmd"] == "measure"}
+    assert cuts == {False}
     assert {r.spec.backend for r in stored} == {"tensorflow", "jax", "torch"}
 
 
