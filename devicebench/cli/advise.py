@@ -41,7 +41,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     """Validate, advise, store; returns the AdviceResult (shared by advise and main job)."""
     from devicebench.advisor.advice import advise_workload, parse_baseline
     from devicebench.env.probe import probe_host_layer
-    from devicebench.store import ResultStore
+    from devicebench.store import recorded_run
     from devicebench.trials.plan import installed_backends
     from devicebench.workloads import BUILTIN_WORKLOADS
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
@@ -61,11 +61,8 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     # fit its model is bad input (exit 2), found in a throwaway worker before searching.
     check_workload_runs(workload, spec.backend)
     builtin = BUILTIN_WORKLOADS.get(workload)
-    store = ResultStore.open(db)
-    try:
-        machine = store.add_machine(snapshot)
-        run_id = store.start_run(machine, "advise", {"argv": sys.argv[1:], "workload": workload,
-                                                    "budget": budget})
+    options = {"argv": sys.argv[1:], "workload": workload, "budget": budget}
+    with recorded_run(db, snapshot, "advise", options) as rec:
         bar = _Spinner(workload) if progress else None
         try:
             advice = advise_workload(
@@ -74,14 +71,12 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                 workload_batch_size=builtin.batch_size if builtin else None,
                 workload_tags=builtin.tags if builtin else (),
                 workload_flops_per_step=builtin.flops_per_step() if builtin else None,
-                on_result=lambda r: store.add_trial(run_id, r),
+                on_result=lambda r: rec.store.add_trial(rec.run_id, r),
                 on_event=bar.event if bar else None)
         finally:
             if bar:
                 bar.stop()
-        store.finish_run(run_id, summary=advice.to_dict())
-    finally:
-        store.close()
+        rec.summary = advice.to_dict()
     return advice
 
 

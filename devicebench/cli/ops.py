@@ -65,7 +65,7 @@ def ops(
     from devicebench.ops.analysis import analyse
     from devicebench.ops.runner import plan_ops, run_ops, worker_notes
     from devicebench.ops.spec import DEFAULT_SIZES, MODES, OPS, parse_sizes
-    from devicebench.store import ResultStore
+    from devicebench.store import recorded_run
     from devicebench.store.ops import add_ops_result
 
     if timeout <= 0:
@@ -79,21 +79,16 @@ def ops(
     snapshot = probe_host_layer()
     plan = plan_ops(snapshot, backends=list(_split(backend) or ()) or None,
                     devices=list(_split(device) or ()) or None, **settings)
-    store = ResultStore.open(db)
-    try:
-        machine = store.add_machine(snapshot)
-        run_id = store.start_run(machine, "ops", {"argv": sys.argv[1:], **settings})
+    with recorded_run(db, snapshot, "ops", {"argv": sys.argv[1:], **settings}) as rec:
+        run_id = rec.run_id
         progress = None if json_out else _Progress()
         try:
             results = run_ops(plan, timeout=timeout,
                               on_start=progress.start if progress else None,
-                              on_result=lambda r: add_ops_result(store, run_id, r))
+                              on_result=lambda r: add_ops_result(rec.store, run_id, r))
         finally:
             if progress:
                 progress.stop()
-        store.finish_run(run_id)
-    finally:
-        store.close()
     analysis = analyse(results, plan.accelerators, plan.notes + worker_notes(results))
     if json_out:
         doc = {"schema_version": 1, "run_id": run_id,

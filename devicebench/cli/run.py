@@ -89,7 +89,7 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
     from devicebench.env.probe import probe_host_layer
-    from devicebench.store import ResultStore
+    from devicebench.store import recorded_run
     from devicebench.trials.engine import RunOptions, run_workload_group
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.summary import compare
@@ -110,13 +110,11 @@ def run(
         equivalence_steps=equivalence_steps, setup_timeout=timeout, block_timeout=timeout,
         memory_limit_bytes=memory_limit * 2**20 if memory_limit else None,
     )
-    store = ResultStore.open(db)
-    machine = store.add_machine(snapshot)
-    done_keys = store.completed_specs(machine) if resume else set()
-    run_id = store.start_run(machine, "run", {"argv": sys.argv[1:]})
     results = []
     notes = list(plan.notes)
-    try:
+    with recorded_run(db, snapshot, "run", {"argv": sys.argv[1:]}) as rec:
+        store, machine, run_id = rec.store, rec.machine_id, rec.run_id
+        done_keys = store.completed_specs(machine) if resume else set()
         for name in names:
             group = [s for s in plan.specs if s.workload == name]
             todo = [s for s in group if s.key not in done_keys]
@@ -136,9 +134,6 @@ def run(
             finally:
                 if progress:
                     progress.stop()
-        store.finish_run(run_id)
-    finally:
-        store.close()
     rows = compare(results)
     if json_out:
         print(json.dumps({"schema_version": 1, "run_id": run_id, "notes": notes,

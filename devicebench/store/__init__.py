@@ -7,14 +7,22 @@ Example:
     []
 """
 
-from devicebench.store.db import ResultStore, RunSummary, default_db_path
+from devicebench.store.db import (
+    RecordedRun,
+    ResultStore,
+    RunSummary,
+    default_db_path,
+    recorded_run,
+)
 from devicebench.store.fingerprint import machine_fingerprint
 from devicebench.store.schema import CURRENT_SCHEMA
 
 __all__ = [
     "CURRENT_SCHEMA",
+    "RecordedRun",
     "ResultStore",
     "RunSummary",
     "default_db_path",
     "machine_fingerprint",
+    "recorded_run",
 ]

@@ -328,3 +328,36 @@ def _prepare_location(path: Path) -> None:
         raise StoreError(f"cannot write results database {path}",
                          why="the file or its directory is not writable",
                          fix="check the permissions, or pass --db PATH in a writable directory")
+
+
+@dataclass
+class RecordedRun:
+    """A run being recorded: add trials with ``store``/``run_id``; ``summary`` (set it
+    before the block ends) is kept with the run when it finishes."""
+
+    store: ResultStore
+    machine_id: int
+    run_id: int
+    summary: dict[str, Any] | None = None
+
+
+@contextmanager
+def recorded_run(db: str | Path | None, snapshot: EnvSnapshot, command: str,
+                 options: dict[str, Any]) -> Iterator[RecordedRun]:
+    """Open the store, record the machine and start a run; finish the run when the block
+    ends normally (an exception or Ctrl-C leaves it unfinished: interrupted) and always
+    close the store.
+
+    Example:
+        >>> with recorded_run(":memory:", EnvSnapshot(), "run", {}) as rec:
+        ...     rec.run_id
+        1
+    """
+    store = ResultStore.open(db)
+    try:
+        machine_id = store.add_machine(snapshot)
+        run = RecordedRun(store, machine_id, store.start_run(machine_id, command, options))
+        yield run
+        store.finish_run(run.run_id, summary=run.summary)
+    finally:
+        store.close()
