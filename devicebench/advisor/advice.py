@@ -10,15 +10,17 @@ from typing import Any
 
 from devicebench.advisor.candidates import candidate_space, fit_to_budget, is_compute_heavy
 from devicebench.advisor.explain import Evidence, Reason, explain, snippet
+from devicebench.advisor.figures import DeviceFigures
 from devicebench.advisor.search import (
     CandidateOutcome,
-    Measure,
+    StartGroup,
     default_rungs,
-    engine_measure,
+    engine_group,
     rejection,
     successive_halving,
 )
 from devicebench.env.snapshot import EnvSnapshot
+from devicebench.measure.stats import paired_ratio
 from devicebench.errors import SpecError
 from devicebench.measure.peak import cpu_matmul_gflops
 from devicebench.trials.engine import RunOptions
@@ -98,18 +100,55 @@ def parse_baseline(text: str | None, workload: str, default_backend: str) -> Tri
     return TrialSpec(workload, **fields)
 
 
-def _setup_estimate(r: TrialResult | None, equivalence_steps: int) -> float:
-    """Seconds a trial takes before its first timed block, from a pruning-rung result."""
-    if r is None or r.status != "ok":
-        return 10.0
-    step = r.step_time.median if r.step_time else 0.0
-    return ((r.import_seconds or 0) + (r.setup_seconds or 0) + (r.first_step_seconds or 0)
-            + equivalence_steps * step * 1.5 + (r.warmup_seconds or 0) + 1.0)
+def group_settings(budget_s: float, equivalence_steps: int = 50
+                   ) -> tuple[RunOptions, float]:
+    """Set-up options of a search's trials, and the cap on each one's equivalence steps
+    (seconds): a candidate 50x slower than the baseline is checked on fewer steps."""
+    return (RunOptions(equivalence_steps=equivalence_steps,
+                       setup_timeout=max(60.0, budget_s), max_warmup_seconds=3.0),
+            max(2.0, budget_s * 0.02))
 
 
-def _device_rate(spec: TrialSpec) -> float | None:
-    # The CPU's rate is measured here with numpy; accelerators need `devicebench ops`.
-    return cpu_matmul_gflops() if spec.device == "cpu" else None
+def decided(baseline: TrialSpec, finalists: list[TrialSpec]
+            ) -> Callable[[dict[TrialSpec, TrialResult]], bool]:
+    """When the final comparison has answered the question: the fastest finalist's
+    speed-up CI lies above 1 and above every other finalist's, or no finalist's CI
+    reaches 1 (nothing is faster). Until then, rounds go on (to the budget)."""
+
+    def enough(results: dict[TrialSpec, TrialResult]) -> bool:
+        base = results.get(baseline)
+        if base is None or base.status != "ok":
+            return True
+        ratios = [q for s in finalists if (r := results.get(s)) is not None
+                  and r.status == "ok" and r.block_seconds
+                  and (q := paired_ratio(base.round_step_times, r.round_step_times))]
+        if not ratios:
+            return True
+        best = max(ratios, key=lambda q: q.value)
+        if best.ci_high < 1:
+            return True
+        return best.ci_low > 1 and all(q.ci_high < best.ci_low for q in ratios
+                                       if q is not best)
+
+    return enough
+
+
+def final_options(budget_s: float, left_s: float) -> RunOptions:
+    """The final comparison: at least 6 rounds in all, at most 30, until every CI is
+    within 3% or ``left_s`` (what remains of the budget) has passed."""
+    return RunOptions(min_rounds=6, max_rounds=30, budget_seconds=max(3.0, left_s),
+                      block_timeout=max(20.0, min(90.0, budget_s * 0.3)))
+
+
+def _device_rate(spec: TrialSpec, figures: DeviceFigures | None
+                 ) -> tuple[float | None, str]:
+    """The baseline device's matmul rate (GFLOP/s) and where it comes from: the stored
+    ``ops`` run when there is one, else (CPU only) numpy, measured now."""
+    if figures is not None and figures.peak_gflops:
+        return figures.peak_gflops, f"{figures.source}: {figures.peak_label}"
+    if spec.device == "cpu":
+        return cpu_matmul_gflops(), "numpy matmul, measured now"
+    return None, ""
 
 
 def advise_workload(
@@ -123,7 +162,8 @@ def advise_workload(
     workload_tags: tuple[str, ...] = (),
     workload_flops_per_step: float | None = None,
     equivalence_steps: int = 50,
-    measure: Measure | None = None,
+    figures: DeviceFigures | None = None,
+    start_group: StartGroup | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
     on_event=None,
     clock: Callable[[], float] = time.monotonic,
@@ -136,12 +176,16 @@ def advise_workload(
         baseline: the user's current configuration.
         budget_s: total time for the search and the final comparison (approximate: a
             trial that is already running is not cut short).
-        equivalence_steps: steps whose losses the final comparison checks against the
-            baseline's (from the same initial weights).
-        measure: seam for tests; default runs real worker processes.
+        equivalence_steps: steps whose losses are checked against the baseline's (from
+            the same initial weights); a slow candidate runs fewer (its time is capped,
+            at least 10 run) and its verdict says how many were compared.
+        figures: the baseline device's figures from a stored ``devicebench ops`` run
+            (matmul rate, per-op dispatch cost), for the reasons; None: the CPU's rate
+            is measured with numpy and the dispatch reason is left out.
+        start_group: seam for tests; default runs real worker processes.
     """
     start = clock()
-    measure = measure or engine_measure(on_result=on_result, on_event=on_event)
+    start_group = start_group or engine_group(on_result=on_result, on_event=on_event)
     result = AdviceResult(workload=workload, baseline=baseline, budget_s=budget_s)
     candidates = candidate_space(
         baseline, snapshot, allow_batch_change=allow_batch_change,
@@ -152,20 +196,25 @@ def advise_workload(
         result.notes.append(
             f"budget {budget_s:.0f} s: measured {len(first)} of {len(candidates)} candidates; "
             f"not tried: {', '.join(s.label for s in skipped)} (raise --budget to include them)")
-    finalists, outcomes, last = successive_halving(
-        baseline, first, measure, rung_options=default_rungs(budget_s),
-        deadline=start + budget_s * 0.55, clock=clock)
-    result.outcomes = list(outcomes.values())
-
-    # The final: setting up its trials (import, build, compile, equivalence steps,
-    # warm-up) costs what the pruning rung measured for them plus the longer equivalence
-    # check; the interleaved rounds get what is left of the budget (at least 5 rounds).
-    setup_est = sum(_setup_estimate(last.get(s), equivalence_steps)
-                    for s in [baseline, *finalists])
-    rounds_s = max(5.0, budget_s - (clock() - start) - setup_est)
-    final_results = measure([baseline, *finalists], RunOptions(
-        min_rounds=5, max_rounds=30, budget_seconds=rounds_s,
-        equivalence_steps=equivalence_steps, max_warmup_seconds=max(3.0, rounds_s * 0.1)))
+    # One group of workers for the whole search: set up once, pruned by finishing the
+    # slower ones, the survivors measured on into the final comparison.
+    group = start_group(baseline, *group_settings(budget_s, equivalence_steps))
+    try:
+        finalists, outcomes = successive_halving(
+            baseline, first, group, rung_options=default_rungs(budget_s),
+            deadline=start + budget_s * 0.6, clock=clock)
+        result.outcomes = list(outcomes.values())
+        # The final: more interleaved rounds for the baseline and the finalists (whole
+        # epochs, as the user's fit runs them, when all of theirs are short), until
+        # their CIs are tight or the budget ends; at least 6 rounds in all.
+        group.measure(final_options(budget_s, budget_s - (clock() - start)),
+                      enough=decided(baseline, finalists))
+        group.finish()
+    finally:
+        close = getattr(group, "close", None)
+        if close is not None:
+            close()
+    final_results = [group.results[s] for s in [baseline, *finalists]]
     rows = compare(final_results)
     result.rows = rows
     by_spec = {r.result.spec: r for r in rows}
@@ -205,14 +254,19 @@ def advise_workload(
                               "faster" + (f"; measured speed-ups: {', '.join(measured)}"
                                           if measured else "")
                               + (f"; rejected: {'; '.join(rejected)}" if rejected else ""))
-    # Evidence: the freshest result per spec (final rows override the pruning rungs).
-    merged = dict(last)
-    merged.update({r.result.spec: r.result for r in rows})
+    merged = dict(group.results)
     if base_row is not None:
         result.data_note = base_row.result.data_note
+        rate, rate_source = _device_rate(baseline, figures)
         result.reasons = explain(Evidence(
-            baseline=base_row.result, results=merged,
-            device_gflops=_device_rate(baseline),
+            baseline=base_row.result, results=merged, device_gflops=rate,
+            device_rate_source=rate_source, figures=figures,
             cpu_flags=tuple(snapshot.host.cpu_flags), workload_tags=workload_tags))
+        if figures is None or not figures.per_op_seconds:
+            result.notes.append(
+                f"no `devicebench ops` figures for {baseline.device} on this machine: run "
+                f"`devicebench ops --backend {baseline.backend} --device {baseline.device}` "
+                "once, and advise also weighs ops per step against the measured per-op "
+                "dispatch cost")
     result.elapsed_s = clock() - start
     return result

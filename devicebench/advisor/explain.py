@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from devicebench.advisor.figures import DeviceFigures
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
@@ -31,6 +32,8 @@ class Evidence:
     baseline: TrialResult
     results: dict[TrialSpec, TrialResult]
     device_gflops: float | None = None  # measured matmul rate of the baseline's device
+    device_rate_source: str = "measured now with numpy"
+    figures: DeviceFigures | None = None  # the baseline device's stored `ops` figures
     cpu_flags: tuple[str, ...] = ()
     workload_tags: tuple[str, ...] = ()
 
@@ -43,6 +46,19 @@ def _step(r: TrialResult | None) -> float | None:
     if r is None or r.status != "ok" or r.step_time is None:
         return None
     return r.step_time.median
+
+
+def _pair(a: TrialResult | None, b: TrialResult | None) -> tuple[float, float] | None:
+    """Median step times of ``a`` and ``b`` from blocks cut the same way (whole epochs
+    first): a candidate pruned on K-step blocks is compared with the baseline's K-step
+    blocks, never with its whole epochs."""
+    if a is None or b is None:
+        return None
+    for cut in ("epochs", "steps", ""):
+        x, y = a.median_step(cut), b.median_step(cut)
+        if x and y:
+            return x, y
+    return None
 
 
 def _find(ev: Evidence, base: TrialSpec, **changes: Any) -> TrialResult | None:
@@ -61,9 +77,62 @@ def overhead_bound(ev: Evidence) -> list[Reason]:
     return [Reason("overhead-bound", (
         f"overhead-bound: {b.flops_per_step:,.0f} FLOPs per step in {_ms(step)} is "
         f"{achieved:.3g} GFLOP/s, {frac * 100:.2g}% of this {b.spec.device}'s measured "
-        f"{ev.device_gflops:.0f} GFLOP/s matmul rate; the step time is spent dispatching "
+        f"{ev.device_gflops:.0f} GFLOP/s matmul rate ({ev.device_rate_source}); the step "
+        "time is spent dispatching "
         "tiny operations, not computing. A faster device cannot help; fewer, larger "
         "operations can (a compiled loop, or a larger batch, which changes the training)"))]
+
+
+def _over(f: DeviceFigures) -> str:
+    k = f.per_op_counts.get("tensorflow", 0)
+    return ("one op at its smallest size" if k == 1 else
+            f"the median of {k} ops at their smallest size")
+
+
+def dispatch_cost(ev: Evidence) -> list[Reason]:
+    """Ops per step (TF's placement log of the first step) x the per-op cost inside a
+    graph that ``devicebench ops`` measured on the same device."""
+    b = ev.baseline
+    step = _step(b)
+    f = ev.figures
+    if (step is None or f is None or b.spec.backend != "tensorflow" or b.jit_resolved
+            or not b.placement):
+        return []
+    per_op = f.per_op_seconds.get("tensorflow")
+    n = sum(b.placement.get("ops_by_device", {}).values())
+    if not per_op or not n:
+        return []
+    loop = int(b.placement.get("loop_ops", 0))
+    shape = b.placement.get("input_shape") or []
+    timesteps = int(shape[0]) if loop and "recurrent" in ev.workload_tags and len(shape) == 2 \
+        else 0
+    if timesteps > 1:
+        executed = n - loop + loop * timesteps
+        count = (f"~{executed:,} TensorFlow ops run per step ({n} in the graph, {loop} of "
+                 f"them in the while-loop body, which runs once for each of the "
+                 f"{timesteps} timesteps)")
+        word = "~"
+    else:
+        executed = n
+        count = f"at least {n} TensorFlow ops run per step (counted in the graph" + (
+            f"; {loop} are in a while-loop body that runs once per iteration)" if loop
+            else ")")
+        word = "≥ "
+    cost = executed * per_op
+    share = cost / step
+    if share > 1:
+        verdict = ("more than the step itself, as the executor runs independent ops in "
+                   "parallel: the step is dispatch; fewer, larger ops (XLA, or the JAX "
+                   "backend) are where the time is")
+    elif share >= 0.5:
+        verdict = ("most of the step is dispatch: fewer, larger ops (XLA, or the JAX "
+                   "backend) are where the time is")
+    else:
+        verdict = "dispatch is a part of the step, not all of it"
+    return [Reason("dispatch-cost", (
+        f"dispatch: {count}; at {_ms(per_op)} per op inside a graph on "
+        f"tensorflow/{f.device} ({f.source}, in-graph mode, {_over(f)}) that is "
+        f"{word}{_ms(cost)} of the {_ms(step)} step ({share:.0%}): {verdict}"))]
 
 
 def recurrent_loop(ev: Evidence) -> list[Reason]:
@@ -74,16 +143,19 @@ def recurrent_loop(ev: Evidence) -> list[Reason]:
           and s.precision == "float32" and _step(r)]
     if not tf or not jx:
         return []
-    best_tf = min(tf, key=_step)
     best_jax = min(jx, key=_step)
-    ratio = _step(best_tf) / _step(best_jax)
+    pairs = [(p, r) for r in tf if (p := _pair(r, best_jax))]
+    if not pairs:
+        return []
+    (s_tf, s_jax), best_tf = min(pairs, key=lambda pr: pr[0][0])
+    ratio = s_tf / s_jax
     if ratio < 1.5:
         return []
     return [Reason("recurrent-loop", (
         f"recurrent loop: on the TensorFlow backend Keras runs the RNN as a tf.while_loop "
         f"that launches a few tiny ops per timestep; the JAX backend compiles the whole loop "
-        f"(lax.scan) into one XLA program: best TF {_ms(_step(best_tf))}/step "
-        f"({best_tf.spec.label}) vs JAX {_ms(_step(best_jax))}/step, {ratio:.1f}x"))]
+        f"(lax.scan) into one XLA program: best TF {_ms(s_tf)}/step "
+        f"({best_tf.spec.label}) vs JAX {_ms(s_jax)}/step, {ratio:.1f}x"))]
 
 
 def xla_cost(ev: Evidence) -> list[Reason]:
@@ -92,7 +164,7 @@ def xla_cost(ev: Evidence) -> list[Reason]:
         if spec.jit != "on" or spec.precision != "float32" or spec.backend == "jax":
             continue
         ref = _find(ev, spec, jit="auto") or _find(ev, spec, jit="off")
-        s_on, s_off = _step(r), _step(ref)
+        s_on, s_off = _pair(r, ref) or (None, None)
         if s_on is None or s_off is None or ref is None:
             if r.status != "ok" and r.error:
                 out.append(Reason("xla-failed", f"jit_compile=True on {spec.backend}: "
@@ -122,7 +194,7 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
         if spec.precision == "float32":
             continue
         ref = _find(ev, spec, precision="float32")
-        s_mp, s_32 = _step(r), _step(ref)
+        s_mp, s_32 = _pair(r, ref) or (None, None)
         if s_mp is None or s_32 is None:
             continue
         if spec.device == "cpu":
@@ -150,12 +222,36 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
     return out
 
 
+INPUT_BOUND_SHARE = 0.5
+
+
+def input_time(ev: Evidence) -> list[Reason]:
+    """The baseline's input pipeline timed alone vs its step time."""
+    b = ev.baseline
+    step, per_batch = _step(b), b.input_seconds_per_batch
+    if step is None or not per_batch:
+        return []
+    share = per_batch / step
+    how = ("its tf.data pipeline" if b.spec.pipeline == "tf.data" else
+           "Keras' pipeline for NumPy arrays (shuffle, slice, batch)")
+    measured = (f"{how} alone delivers a batch in {_ms(per_batch)}, {share:.0%} of the "
+                f"{_ms(step)} step")
+    if share >= INPUT_BOUND_SHARE:
+        return [Reason("input-bound", (
+            f"input-bound: {measured}; training waits for data unless the pipeline "
+            "overlaps the step — build a tf.data pipeline with .cache() and "
+            ".prefetch(tf.data.AUTOTUNE), do the preprocessing once ahead of training, or "
+            "use a larger batch (changes the training)"))]
+    return [Reason("input-time", (
+        f"not input-bound: {measured}; the step is training, not waiting for data"))]
+
+
 def pipeline_and_threads(ev: Evidence) -> list[Reason]:
     out = []
     for spec, r in ev.results.items():
         if spec.pipeline == "tf.data":
             ref = _find(ev, spec, pipeline="arrays")
-            a, b = _step(r), _step(ref)
+            a, b = _pair(r, ref) or (None, None)
             if a and b:
                 word = "faster" if a < b else "no faster"
                 out.append(Reason("input-pipeline", (
@@ -165,7 +261,7 @@ def pipeline_and_threads(ev: Evidence) -> list[Reason]:
                        "training is not waiting for input here"))))
         if spec.threads == 1:
             ref = _find(ev, spec, threads=None)
-            a, b = _step(r), _step(ref)
+            a, b = _pair(r, ref) or (None, None)
             if a and b and a < 0.95 * b:
                 out.append(Reason("threads", (
                     f"one intra-op thread is {b / a:.1f}x faster than all cores on "
@@ -195,8 +291,8 @@ def cpu_fallback(ev: Evidence) -> list[Reason]:
     return out
 
 
-RULES = (overhead_bound, cpu_fallback, recurrent_loop, xla_cost, mixed_precision,
-         pipeline_and_threads)
+RULES = (overhead_bound, dispatch_cost, cpu_fallback, recurrent_loop, xla_cost, mixed_precision,
+         input_time, pipeline_and_threads)
 
 
 def explain(ev: Evidence) -> list[Reason]:

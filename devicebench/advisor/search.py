@@ -1,9 +1,10 @@
 """Find the fastest safe configuration: successive halving, then an interleaved final.
 
-Rung 0 measures many candidates briefly (two rounds, few equivalence steps); each rung
-keeps the faster half; the finalists are measured interleaved against the baseline
-until their CIs are tight or the budget ends. Unsafe candidates (crashed, NaN, or a
-different loss) are rejected with the reason at the rung where they fail.
+Every candidate is set up once beside the baseline; each rung gives the live ones two
+more interleaved rounds and keeps the faster half; the finalists' workers go on into
+the final comparison (more rounds) until their CIs are tight or the budget ends.
+Unsafe candidates (crashed, NaN, or a different loss) are rejected with the reason as
+soon as it is known.
 """
 
 from __future__ import annotations
@@ -12,13 +13,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from devicebench.trials.engine import RunOptions, run_workload_group
+from devicebench.trials.engine import RunOptions, TrialGroup
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
-
-Measure = Callable[[list[TrialSpec], RunOptions], list[TrialResult]]
 
 
 @dataclass
@@ -51,81 +50,109 @@ def rejection(result: TrialResult, baseline: TrialSpec) -> str:
     return ""
 
 
+class Group(Protocol):
+    """Live trials measured together (:class:`devicebench.trials.engine.TrialGroup`)."""
+
+    results: dict[TrialSpec, TrialResult]
+
+    @property
+    def live(self) -> list[TrialSpec]: ...
+    @property
+    def rounds_done(self) -> int: ...
+    def add(self, specs: list[TrialSpec]) -> None: ...
+    def measure(self, options: RunOptions) -> int: ...
+    def finish(self, specs: list[TrialSpec] | None = None) -> None: ...
+
+
+StartGroup = Callable[[TrialSpec, RunOptions, float | None], Group]
+
+
 def successive_halving(
     baseline: TrialSpec,
     candidates: list[TrialSpec],
-    measure: Measure,
+    group: Group,
     *,
     rung_options: list[RunOptions],
     eta: int = 2,
     keep_final: int = 2,
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
-) -> tuple[list[TrialSpec], dict[TrialSpec, CandidateOutcome], dict[TrialSpec, TrialResult]]:
-    """Prune ``candidates`` rung by rung, always measuring the baseline alongside.
+) -> tuple[list[TrialSpec], dict[TrialSpec, CandidateOutcome]]:
+    """Prune ``candidates`` rung by rung; the baseline is measured in every round.
 
-    A rung after the first runs only if, at the previous rung's cost per trial, it ends
+    Every candidate is set up once (in ``group``, beside the baseline); a rung gives the
+    live ones more interleaved rounds, ranks them on all their rounds so far, and
+    finishes (stops) the slower ones and the unsafe ones. Survivors keep their workers:
+    the final comparison is more rounds of the same processes, never a second set-up.
+    A candidate whose loss already differs after the equivalence steps is dropped before
+    it is timed. A rung after the first runs only if, at the last rung's cost, it ends
     before ``deadline``.
 
     Returns:
-        (finalists — at most ``keep_final`` safe candidates, fastest first;
-         outcome per candidate; the last result per spec, baseline included).
+        (finalists — at most ``keep_final`` safe candidates, fastest first, still live in
+         ``group``; outcome per candidate).
     """
     outcomes = {c: CandidateOutcome(c, rung=0) for c in candidates}
-    last: dict[TrialSpec, TrialResult] = {}
-    alive = list(candidates)
-    per_trial_s = 0.0
-    for rung, options in enumerate(rung_options):
-        if len(alive) <= keep_final:
-            break  # few enough already: the final comparison measures them
-        if deadline is not None and rung > 0:
-            # The next rung costs about what the last one did per trial.
-            if clock() + per_trial_s * (len(alive) + 1) > deadline:
-                break
-        rung_start = clock()
-        results = measure([baseline, *alive], options)
-        per_trial_s = (clock() - rung_start) / (len(alive) + 1)
-        for r in results:
-            last[r.spec] = r
-        ranked: list[tuple[float, TrialSpec]] = []
-        for spec in alive:
+    group.add([baseline, *candidates])
+
+    def drop_unsafe(specs: list[TrialSpec], rung: int) -> list[TrialSpec]:
+        safe = []
+        for spec in specs:
             out = outcomes[spec]
-            r = last.get(spec)
+            r = group.results.get(spec)
+            out.rung = rung
             if r is None:
                 out.rejected = "no result came back"
                 continue
-            out.rung = rung
             out.median_step_s = r.step_time.median if r.step_time else None
             out.rejected = rejection(r, baseline)
-            if not out.rejected and out.median_step_s is not None:
-                ranked.append((out.median_step_s, spec))
-        ranked.sort(key=lambda t: t[0])
-        keep = max(keep_final, math.ceil(len(ranked) / eta))
-        for _, spec in ranked[keep:]:
+            if out.rejected:
+                group.finish([spec])
+            else:
+                safe.append(spec)
+        return safe
+
+    alive = drop_unsafe(list(candidates), 0)
+    rung_s = 0.0
+    for rung, options in enumerate(rung_options):
+        if len(alive) <= keep_final:
+            break  # few enough already: the final comparison measures them
+        if deadline is not None and rung > 0 and clock() + rung_s > deadline:
+            break  # the next rung costs about what the last one did
+        rung_start = clock()
+        group.measure(options)
+        rung_s = clock() - rung_start
+        timed = [s for s in drop_unsafe(alive, rung)
+                 if outcomes[s].median_step_s is not None]
+        timed.sort(key=lambda s: outcomes[s].median_step_s)
+        keep = max(keep_final, math.ceil(len(timed) / eta))
+        for spec in timed[keep:]:
             outcomes[spec].pruned = True
-        alive = [spec for _, spec in ranked[:keep]]
+        group.finish(timed[keep:])
+        alive = timed[:keep]
+    # No rung left to tell them apart: the fastest go on.
     for spec in alive[keep_final:]:
-        outcomes[spec].pruned = True  # no rung left to tell them apart: the fastest go on
-    return alive[:keep_final], outcomes, last
+        outcomes[spec].pruned = True
+    group.finish(alive[keep_final:])
+    return alive[:keep_final], outcomes
 
 
 def default_rungs(budget_s: float) -> list[RunOptions]:
-    """Short pruning rungs: two rounds of ~0.25 s blocks, ten equivalence steps, warm-up
-    and setup capped by the budget."""
-    cap = max(20.0, min(90.0, budget_s * 0.3))
-    short = dict(equivalence_steps=10, setup_timeout=cap, block_timeout=cap,
-                 budget_seconds=budget_s, whole_epoch_seconds=0.0, max_warmup_seconds=3.0)
+    """Two pruning rungs of two interleaved rounds each (rounds count in total), in
+    short K-step blocks: a slow candidate's whole epoch is not worth waiting for."""
+    short = dict(budget_seconds=budget_s, block_timeout=max(20.0, min(90.0, budget_s * 0.3)),
+                 whole_epoch_seconds=0.0)
     return [RunOptions(min_rounds=2, max_rounds=2, **short),
-            RunOptions(min_rounds=3, max_rounds=3, **short)]
+            RunOptions(min_rounds=4, max_rounds=4, **short)]
 
 
-def engine_measure(on_result: Callable[[TrialResult], None] | None = None,
-                   on_event=None) -> Measure:
-    """A Measure that runs real worker processes through the trial engine."""
+def engine_group(on_result: Callable[[TrialResult], None] | None = None,
+                 on_event=None) -> StartGroup:
+    """A StartGroup that runs real worker processes through the trial engine."""
 
-    def measure(specs: list[TrialSpec], options: RunOptions) -> list[TrialResult]:
-        return run_workload_group(specs, options, reference=specs[0], on_result=on_result,
-                                  on_event=on_event)
+    def start(reference: TrialSpec, options: RunOptions,
+              equivalence_seconds: float | None) -> Group:
+        return TrialGroup(reference, options, equivalence_seconds=equivalence_seconds,
+                          on_result=on_result, on_event=on_event)
 
-    return measure
-
+    return start

@@ -99,8 +99,43 @@ def start_placement_audit() -> None:
     context.context().enable_run_metadata()
 
 
+_LOOP_ENTRY = {"Enter", "RefEnter"}
+_LOOP_EXIT = {"Exit", "RefExit"}
+
+
+def _loop_ops(nodes: list[Any]) -> int:
+    """Ops inside tf.while_loop bodies (control flow v1 frames in a partition graph):
+    those fed, directly or not, by an Enter without an Exit in between. They run once
+    per iteration, e.g. per timestep of an RNN."""
+    by_name = {n.name: n for n in nodes}
+    memo: dict[str, bool] = {}
+
+    def inside(name: str) -> bool:
+        if name in memo:
+            return memo[name]
+        memo[name] = False  # cycles (NextIteration -> Merge) end here
+        node = by_name.get(name)
+        if node is None or node.op in _LOOP_EXIT:
+            return False
+        result = node.op in _LOOP_ENTRY or any(
+            inside(i.lstrip("^").split(":")[0]) for i in node.input)
+        memo[name] = result
+        return result
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(nodes) + 100))
+    try:
+        return sum(1 for n in nodes if not n.op.startswith("_")
+                   and n.op not in _INFRASTRUCTURE_OPS and inside(n.name))
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def finish_placement_audit() -> dict[str, Any]:
-    """``{"ops_by_device": {"CPU:0": n, "GPU:0": m}, "cpu_op_types": {op: count}}``."""
+    """``{"ops_by_device": {"CPU:0": n, "GPU:0": m}, "cpu_op_types": {op: count},
+    "loop_ops": k}`` (k of the ops are inside while-loop bodies)."""
     from tensorflow.python.eager import context
 
     ctx = context.context()
@@ -110,8 +145,10 @@ def finish_placement_audit() -> dict[str, Any]:
         ctx.disable_run_metadata()
     by_device: dict[str, int] = {}
     cpu_types: dict[str, int] = {}
+    loop_ops = 0
     for fg in getattr(md, "function_graphs", []):
         for pg in fg.partition_graphs:
+            loop_ops += _loop_ops(list(pg.node))
             for node in pg.node:
                 if node.op.startswith("_") or node.op in _INFRASTRUCTURE_OPS:
                     continue
@@ -119,4 +156,4 @@ def finish_placement_audit() -> dict[str, Any]:
                 by_device[device] = by_device.get(device, 0) + 1
                 if device.startswith("CPU"):
                     cpu_types[node.op] = cpu_types.get(node.op, 0) + 1
-    return {"ops_by_device": by_device, "cpu_op_types": cpu_types}
+    return {"ops_by_device": by_device, "cpu_op_types": cpu_types, "loop_ops": loop_ops}

@@ -40,8 +40,10 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                equivalence_steps: int = 50):
     """Validate, advise, store; returns the AdviceResult (shared by advise and main job)."""
     from devicebench.advisor.advice import advise_workload, parse_baseline
+    from devicebench.advisor.figures import device_figures
     from devicebench.env.probe import probe_host_layer
     from devicebench.store import recorded_run
+    from devicebench.store.ops import latest_ops_run
     from devicebench.trials.plan import installed_backends
     from devicebench.workloads import BUILTIN_WORKLOADS
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
@@ -63,6 +65,9 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     builtin = BUILTIN_WORKLOADS.get(workload)
     options = {"argv": sys.argv[1:], "workload": workload, "budget": budget}
     with recorded_run(db, snapshot, "advise", options) as rec:
+        # `devicebench ops` figures of this machine (same hardware and versions), if any.
+        found = latest_ops_run(rec.store, rec.machine_id)
+        figures = device_figures(*found, spec.device) if found else None
         bar = _Spinner(workload) if progress else None
         try:
             advice = advise_workload(
@@ -71,7 +76,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                 workload_batch_size=builtin.batch_size if builtin else None,
                 workload_tags=builtin.tags if builtin else (),
                 workload_flops_per_step=builtin.flops_per_step() if builtin else None,
-                on_result=lambda r: rec.store.add_trial(rec.run_id, r),
+                figures=figures, on_result=lambda r: rec.store.add_trial(rec.run_id, r),
                 on_event=bar.event if bar else None)
         finally:
             if bar:

@@ -64,3 +64,18 @@ def load_ops_results(store: ResultStore, run_id: int) -> list[OpsWorkerResult]:
             out.append(OpsWorkerResult(backend, device, status, error, json.loads(info),
                                        points))
     return out
+
+
+def latest_ops_run(store: ResultStore, machine_id: int
+                   ) -> tuple[int, list[OpsWorkerResult]] | None:
+    """The newest finished ``ops`` run on this machine (same hardware and framework
+    versions: the fingerprint) that measured something, with its results; or None."""
+    with store._read("finding op-sweep results") as c:
+        row = c.execute(
+            "SELECT r.id FROM runs r WHERE r.machine_id = ? AND r.command = 'ops' "
+            "AND r.finished_at IS NOT NULL AND EXISTS (SELECT 1 FROM ops_runs o "
+            "WHERE o.run_id = r.id AND o.status = 'ok') ORDER BY r.id DESC LIMIT 1",
+            (machine_id,)).fetchone()
+    if row is None:
+        return None
+    return int(row[0]), load_ops_results(store, int(row[0]))

@@ -3,7 +3,7 @@
 Each trial gets its own process (so every process-global setting is isolated). All the
 workers of one workload stay alive and are driven round by round (A B C, A B C, ...),
 so drift on a busy machine hits every configuration alike, and the import cost is paid
-once per trial.
+once per trial — and, as the workers start together, their imports overlap.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ class RunOptions:
 
 
 class Worker(Protocol):
+    def send(self, message: dict[str, Any]) -> None: ...
+    def receive(self, timeout: float) -> dict[str, Any]: ...
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]: ...
     def close(self, timeout: float = 10) -> None: ...
     def kill(self) -> None: ...
@@ -87,6 +89,234 @@ def _fail(result: TrialResult, exc: WorkerFailure) -> None:
         result.nonfinite = True
 
 
+class TrialGroup:
+    """Live workers of one workload, measured together round by round.
+
+    Trials are added (their workers start at once, so the framework imports overlap;
+    then each is set up in turn, the reference first), measured in interleaved rounds
+    as often as the caller likes, and finished one by one (their results are final and
+    go to ``on_result`` then). A search keeps the survivors' workers alive from one rung
+    to the next and into the final comparison, never paying a set-up twice.
+
+    Example:
+        >>> with TrialGroup(reference, options) as group:
+        ...     group.add([reference, candidate])
+        ...     group.measure(RunOptions(min_rounds=2, max_rounds=2))
+        ...     group.finish([candidate])          # pruned: its result is final
+        ...     group.measure(options)             # the rest get more rounds
+        >>> group.results[reference].step_time
+    """
+
+    def __init__(
+        self,
+        reference: TrialSpec,
+        options: RunOptions = RunOptions(),
+        *,
+        equivalence_seconds: float | None = None,
+        start_worker: Callable[[TrialSpec], Worker] = start_process_worker,
+        on_event: Event | None = None,
+        on_result: Callable[[TrialResult], None] | None = None,
+    ) -> None:
+        """Args:
+            reference: the trial others are compared with; add it first: its initial
+                weights are copied to every other trial.
+            options: set-up settings (equivalence steps, timeouts, memory limit, warm-up).
+            equivalence_seconds: cap on each trial's equivalence steps (None: all run).
+        """
+        self.reference = reference
+        self.options = options
+        self.equivalence_seconds = equivalence_seconds
+        self._start_worker = start_worker
+        self._emit = on_event or (lambda *a: None)
+        self._on_result = on_result
+        self.results: dict[TrialSpec, TrialResult] = {}
+        self.order: list[TrialSpec] = []
+        self.finished: set[TrialSpec] = set()
+        self._workers: dict[TrialSpec, Worker] = {}
+        self._estimates: dict[TrialSpec, float] = {}
+        self._whole: bool | None = None  # how blocks are cut, fixed at the first round
+        self._rounds = 0
+        self._comparable_rounds = 0
+        self._tmp = tempfile.TemporaryDirectory(prefix="devicebench-weights-")
+        self._weights = Path(self._tmp.name) / "initial_weights.npz"
+        self._weights_source: TrialSpec | None = None
+
+    def __enter__(self) -> TrialGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def live(self) -> list[TrialSpec]:
+        return [s for s in self.order if s not in self.finished]
+
+    @property
+    def rounds_done(self) -> int:
+        """Rounds whose blocks are kept (since the live trials' blocks were last cut
+        another way)."""
+        return self._comparable_rounds
+
+    def _done(self, spec: TrialSpec) -> None:
+        self.finished.add(spec)
+        result = self.results[spec]
+        if result.status == "nan":
+            _set_verdict(result, None)
+        w = self._workers.pop(spec, None)
+        if w is not None:
+            w.close()
+        if self._on_result is not None:
+            self._on_result(result)
+        self._emit("done", spec, {"status": result.status})
+
+    def add(self, specs: list[TrialSpec]) -> None:
+        """Start workers for ``specs`` (imports overlap), then set each up in turn."""
+        new = [s for s in dict.fromkeys(specs) if s not in self.results]
+        if self.reference in new:  # the reference sets up first: others copy its weights
+            new.remove(self.reference)
+            new.insert(0, self.reference)
+        opts = self.options
+        for spec in new:
+            self.results[spec] = TrialResult(spec)
+            self.order.append(spec)
+            self._emit("start", spec, {})
+            try:
+                worker = self._start_worker(spec)
+                self._workers[spec] = worker
+                worker.send({"cmd": "prepare", "spec": spec.to_dict()})
+            except WorkerFailure as exc:
+                _fail(self.results[spec], exc)
+                self._done(spec)
+        # Every import finishes before the first set-up, so no set-up (its first step,
+        # its equivalence steps, the step estimate blocks are cut by) runs beside one.
+        for spec in new:
+            if spec in self.finished:
+                continue
+            try:
+                self._workers[spec].receive(timeout=opts.setup_timeout)
+            except WorkerFailure as exc:
+                _fail(self.results[spec], exc)
+                self._done(spec)
+        for spec in new:
+            if spec in self.finished:
+                continue
+            self._emit("setup", spec, {})
+            msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
+                                   "equivalence_steps": opts.equivalence_steps,
+                                   "equivalence_seconds": self.equivalence_seconds,
+                                   "memory_limit_bytes": opts.memory_limit_bytes,
+                                   "max_warmup_seconds": opts.max_warmup_seconds}
+            if self._weights_source is None:
+                msg["weights_out"] = str(self._weights)
+            else:
+                msg["weights_in"] = str(self._weights)
+            worker = self._workers[spec]
+            try:
+                reply = worker.request(msg, timeout=opts.setup_timeout)
+            except WorkerFailure as exc:
+                _fail(self.results[spec], exc)
+                self._done(spec)
+                continue
+            if self._weights_source is None:
+                self._weights_source = spec
+            self._estimates[spec] = reply.get("epoch_estimate_seconds", float("inf"))
+            r = self.results[spec]
+            for key in ("import_seconds", "setup_seconds", "first_step_seconds",
+                        "batch_size", "steps_per_epoch", "flops_per_step",
+                        "loss_checkpoints", "equivalence_losses", "jit_resolved",
+                        "data_note", "placement", "input_seconds_per_batch"):
+                if key in reply:
+                    setattr(r, key, reply[key])
+            if spec != self._weights_source:
+                # Known from the equivalence steps alone: a search can drop a candidate
+                # whose loss differs before timing it.
+                _set_verdict(r, self.results[self._weights_source])
+
+    def measure(self, options: RunOptions,
+                enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None) -> int:
+        """Interleaved rounds over the live trials until they have had, in all, at
+        least ``options.min_rounds`` and at most ``options.max_rounds``, stopping when
+        every CI is within ``options.target_ci``, ``enough(results)`` says the figures
+        answer the caller's question, or ``options.budget_seconds`` (of this call) have
+        passed. Returns the number of rounds this call ran."""
+        # One way of cutting blocks for every live trial: whole epochs when all of them
+        # are short, else K-step blocks (mixing the two would bias ratios). When the
+        # live set changes the answer (a search pruned the slow candidates, whose long
+        # epochs forced K-step blocks), the workers switch and the blocks cut the other
+        # way are dropped: step times from the two ways do not mix.
+        whole = all(self._estimates.get(s, float("inf")) <= options.whole_epoch_seconds
+                    for s in self.live)
+        if self._whole is not None and whole != self._whole:
+            for spec in self.live:  # kept apart: what the pruned were compared against
+                r = self.results[spec]
+                r.earlier_blocks = {"cut": r.blocks_cut, "steps_per_block": r.steps_per_block,
+                                    "block_seconds": r.block_seconds,
+                                    "block_rounds": r.block_rounds}
+                r.block_seconds, r.block_rounds = [], []
+            self._comparable_rounds = 0
+        self._whole = whole
+        for spec in self.live:
+            self.results[spec].blocks_cut = "epochs" if whole else "steps"
+        start = time.monotonic()
+        ran = 0
+        while self._comparable_rounds < options.max_rounds and self.live:
+            rnd = self._rounds
+            for spec in self.live:
+                try:
+                    reply = self._workers[spec].request(
+                        {"cmd": "measure", "whole_epochs": self._whole},
+                        timeout=options.block_timeout)
+                except WorkerFailure as exc:
+                    _fail(self.results[spec], exc)
+                    self._done(spec)
+                    continue
+                r = self.results[spec]
+                if "warmup_seconds" in reply:
+                    r.warmup_seconds = reply["warmup_seconds"]
+                    r.warmup_blocks = reply["warmup_blocks"]
+                r.steps_per_block = reply.get("steps_per_block", r.steps_per_block)
+                r.block_seconds.extend(reply["block_seconds"])
+                r.block_rounds.extend([rnd] * len(reply["block_seconds"]))
+            self._rounds += 1
+            self._comparable_rounds += 1
+            ran += 1
+            self._emit("round", None, {"round": ran, "max_rounds": options.max_rounds})
+            if self._comparable_rounds < options.min_rounds:
+                continue
+            precise = all((st := self.results[s].step_time) is not None
+                          and st.rel_ci_halfwidth <= options.target_ci for s in self.live)
+            if (precise or time.monotonic() - start >= options.budget_seconds
+                    or (enough is not None and enough(self.results))):
+                break
+        return ran
+
+    def finish(self, specs: list[TrialSpec] | None = None) -> None:
+        """End these live trials (default: all): memory, final loss, loss verdict."""
+        for spec in [s for s in (self.live if specs is None else specs)
+                     if s not in self.finished]:
+            r = self.results[spec]
+            try:
+                reply = self._workers[spec].request({"cmd": "finish"}, timeout=60)
+                r.peak_device_memory_bytes = reply.get("peak_device_memory_bytes")
+                r.peak_rss_bytes = reply.get("peak_rss_bytes")
+                r.final_loss = reply.get("final_loss")
+            except WorkerFailure as exc:
+                _fail(r, exc)
+            _set_verdict(r, self.results.get(self._weights_source)
+                         if self._weights_source else None)
+            self._done(spec)
+
+    def close(self) -> None:
+        """Kill whatever is still running (an interrupted run) and clean up."""
+        try:
+            for w in self._workers.values():
+                w.kill()
+                w.close()
+            self._workers.clear()
+        finally:
+            self._tmp.cleanup()
+
+
 def run_workload_group(
     specs: list[TrialSpec],
     options: RunOptions = RunOptions(),
@@ -112,109 +342,12 @@ def run_workload_group(
     """
     specs = list(dict.fromkeys(specs))
     ref = reference if reference in specs else default_reference(specs)
-    order = [ref] + [s for s in specs if s != ref]
-    emit = on_event or (lambda *a: None)
-    results = {s: TrialResult(s) for s in specs}
-    workers: dict[TrialSpec, Worker] = {}
-    finished: set[TrialSpec] = set()
-    estimates: dict[TrialSpec, float] = {}
-
-    def done(spec: TrialSpec) -> None:
-        finished.add(spec)
-        if results[spec].status == "nan":
-            _set_verdict(results[spec], None)
-        w = workers.pop(spec, None)
-        if w is not None:
-            w.close()
-        if on_result is not None:
-            on_result(results[spec])
-        emit("done", spec, {"status": results[spec].status})
-
-    with tempfile.TemporaryDirectory(prefix="devicebench-weights-") as tmp:
-        weights = Path(tmp) / "initial_weights.npz"
-        weights_source: TrialSpec | None = None
-        try:
-            for spec in order:
-                emit("setup", spec, {})
-                msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
-                                       "equivalence_steps": options.equivalence_steps,
-                                       "memory_limit_bytes": options.memory_limit_bytes,
-                                       "max_warmup_seconds": options.max_warmup_seconds}
-                if weights_source is None:
-                    msg["weights_out"] = str(weights)
-                else:
-                    msg["weights_in"] = str(weights)
-                try:
-                    worker = start_worker(spec)
-                    workers[spec] = worker
-                    reply = worker.request(msg, timeout=options.setup_timeout)
-                except WorkerFailure as exc:
-                    _fail(results[spec], exc)
-                    done(spec)
-                    continue
-                if weights_source is None:
-                    weights_source = spec
-                estimates[spec] = reply.get("epoch_estimate_seconds", float("inf"))
-                r = results[spec]
-                for key in ("import_seconds", "setup_seconds", "first_step_seconds",
-                            "batch_size",
-                            "steps_per_epoch", "flops_per_step", "loss_checkpoints",
-                            "equivalence_losses", "jit_resolved", "data_note", "placement"):
-                    if key in reply:
-                        setattr(r, key, reply[key])
-
-            # One way of cutting blocks for every trial compared: whole epochs when all
-            # of them are short, else K-step blocks (mixing the two would bias ratios).
-            whole = all(estimates.get(s, float("inf")) <= options.whole_epoch_seconds
-                        for s in order if s not in finished)
-            start = time.monotonic()
-            for rnd in range(options.max_rounds):
-                live = [s for s in order if s not in finished]
-                if not live:
-                    break
-                for spec in live:
-                    try:
-                        reply = workers[spec].request(
-                            {"cmd": "measure", "whole_epochs": whole},
-                            timeout=options.block_timeout)
-                    except WorkerFailure as exc:
-                        _fail(results[spec], exc)
-                        done(spec)
-                        continue
-                    r = results[spec]
-                    if "warmup_seconds" in reply:
-                        r.warmup_seconds = reply["warmup_seconds"]
-                        r.warmup_blocks = reply["warmup_blocks"]
-                    r.steps_per_block = reply.get("steps_per_block", r.steps_per_block)
-                    results[spec].block_seconds.extend(reply["block_seconds"])
-                    results[spec].block_rounds.extend([rnd] * len(reply["block_seconds"]))
-                emit("round", None, {"round": rnd + 1, "max_rounds": options.max_rounds})
-                if rnd + 1 < options.min_rounds:
-                    continue
-                live = [s for s in order if s not in finished]
-                precise = all(
-                    (st := results[s].step_time) is not None
-                    and st.rel_ci_halfwidth <= options.target_ci for s in live)
-                if precise or time.monotonic() - start >= options.budget_seconds:
-                    break
-
-            for spec in [s for s in order if s not in finished]:
-                try:
-                    reply = workers[spec].request({"cmd": "finish"}, timeout=60)
-                    r = results[spec]
-                    r.peak_device_memory_bytes = reply.get("peak_device_memory_bytes")
-                    r.peak_rss_bytes = reply.get("peak_rss_bytes")
-                    r.final_loss = reply.get("final_loss")
-                except WorkerFailure as exc:
-                    _fail(results[spec], exc)
-                _set_verdict(results[spec], results.get(weights_source) if weights_source
-                             else None)
-                done(spec)
-        finally:
-            for w in workers.values():
-                w.kill()
-                w.close()
-    return [results[s] for s in specs]
+    with TrialGroup(ref, options, start_worker=start_worker, on_event=on_event,
+                    on_result=on_result) as group:
+        group.add(specs)
+        group.measure(options)
+        group.finish()
+    return [group.results[s] for s in specs]
 
 
 def _set_verdict(result: TrialResult, reference: TrialResult | None) -> None:

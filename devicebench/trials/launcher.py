@@ -249,12 +249,29 @@ class WorkerProcess:
             WorkerFailure: with status ``timeout`` (group killed), ``crashed`` (signal),
                 ``oom`` (MemoryError or SIGKILL) or ``error`` (the worker's exception).
         """
+        self.send(message)
+        return self.receive(timeout)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send a command without waiting (its reply is read by :meth:`receive`)."""
+        if self.dead is not None:
+            raise self.dead
+        try:
+            self._cmd.write(json.dumps(message) + "\n")
+            self._cmd.flush()
+        except BrokenPipeError:
+            pass  # the child is gone: receive() reads EOF and says how it died
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        """Wait up to ``timeout`` seconds for the reply to the last command sent.
+
+        Raises:
+            WorkerFailure: as :meth:`request`.
+        """
         if self.dead is not None:
             raise self.dead
         start = time.monotonic()
         try:
-            self._cmd.write(json.dumps(message) + "\n")
-            self._cmd.flush()
             line = self._read_line(start + timeout)
         except TimeoutError:
             self.kill()
@@ -262,8 +279,6 @@ class WorkerProcess:
                 "timeout", f"no reply within {timeout:.0f} s; process group killed",
                 self.stderr_tail)
             raise self.dead from None
-        except BrokenPipeError:
-            line = None
         except BaseException:
             self.kill()
             raise

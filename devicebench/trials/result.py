@@ -48,6 +48,11 @@ class TrialResult:
     jit_resolved: bool | None = None
     data_note: str = ""
     placement: dict[str, Any] = field(default_factory=dict)  # TF: ops per device, step 1
+    input_seconds_per_batch: float | None = None  # the input pipeline alone, per batch
+    blocks_cut: str = ""  # "epochs" (whole epochs per block) | "steps" (K full batches)
+    # Blocks cut the other way before a search switched (raw, as block_seconds/rounds
+    # with their "cut" and "steps_per_block"): comparisons with trials pruned then.
+    earlier_blocks: dict[str, Any] = field(default_factory=dict)
     loss_verdict: str = "n/a"
     loss_detail: str = ""
 
@@ -60,6 +65,18 @@ class TrialResult:
     @property
     def step_time(self) -> Summary | None:
         return summarize(self.step_samples) if self.block_seconds else None
+
+    def median_step(self, cut: str) -> float | None:
+        """Median step time from blocks cut ``cut`` way (current or earlier blocks)."""
+        if self.status != "ok":
+            return None
+        if self.block_seconds and self.blocks_cut == cut:
+            return self.step_time.median
+        e = self.earlier_blocks
+        if e.get("cut") == cut and e.get("block_seconds"):
+            k = max(int(e.get("steps_per_block") or 1), 1)
+            return summarize([t / k for t in e["block_seconds"]]).median
+        return None
 
     @property
     def round_step_times(self) -> dict[int, float]:

@@ -43,6 +43,7 @@ class ComparisonRow:
             "final_loss": r.final_loss,
             "data_note": r.data_note,
             "placement": r.placement,
+            "input_s_per_batch": r.input_seconds_per_batch,
             "jit_resolved": r.jit_resolved,
             "spread_warning": r.spread_warning,
             "raw": {"block_seconds": r.block_seconds, "block_rounds": r.block_rounds,

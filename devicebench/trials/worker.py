@@ -4,8 +4,10 @@ Started by :class:`devicebench.trials.launcher.WorkerProcess` with the trial's
 environment already set (backend, device visibility, threads). It reads JSON-line
 commands from CMD_FD and answers on RESULT_FD — never stdout, which workloads may use.
 
-Commands: ``setup`` (build, compile, equivalence steps, warm-up), ``measure`` (timed
-blocks, each ending with a device sync), ``finish`` (memory, final loss; then exit).
+Commands: ``prepare`` (set the device and threads, import the framework: the parent
+starts every worker of a comparison at once so their imports overlap), ``setup`` (build,
+compile, equivalence steps), ``measure`` (warm-up, then timed blocks, each ending with a
+device sync), ``finish`` (memory, final loss; then exit).
 The same :class:`TrialSession` runs inline in tests.
 """
 
@@ -30,6 +32,8 @@ TARGET_BLOCK_SECONDS = 0.25
 MAX_WARMUP_BLOCKS = 8
 CHECKPOINT_STEPS = (1, 10, 25, 50, 100, 200)
 MAX_EPOCHS_PER_BLOCK = 8
+# Fewest equivalence steps a time cap may leave (a slow candidate still gets a loss check).
+MIN_EQUIVALENCE_STEPS = 10
 
 
 class NonFiniteLoss(Exception):
@@ -49,17 +53,33 @@ class TrialSession:
         self.backend = importlib.import_module(f"devicebench.backends.{spec.backend}")
         self.steps_per_block = 0
         self.last_loss: float | None = None
+        self.import_seconds: float | None = None
 
     # -- setup ------------------------------------------------------------------------
+    def prepare(self) -> dict[str, Any]:
+        """Set the device and threads, then import the framework (timed)."""
+        if self.import_seconds is None:
+            t0 = time.perf_counter()
+            self.backend.configure(self.spec.device, self.spec.threads)
+            import keras  # noqa: F401
+
+            self.import_seconds = time.perf_counter() - t0
+        return {"import_seconds": self.import_seconds}
+
     def setup(self, weights_in: str | None = None, weights_out: str | None = None,
-              equivalence_steps: int = 50, memory_limit_bytes: int | None = None,
+              equivalence_steps: int = 50, equivalence_seconds: float | None = None,
+              memory_limit_bytes: int | None = None,
               max_warmup_seconds: float = 60.0) -> dict[str, Any]:
+        """Build, compile and run the equivalence steps.
+
+        ``equivalence_seconds`` caps those steps by time (at least MIN_EQUIVALENCE_STEPS
+        run): a candidate that is 50x slower is not worth 50 full steps of checking; the
+        comparison then covers the steps both trials ran, and says how many.
+        """
         spec = self.spec
-        t0 = time.perf_counter()
-        self.backend.configure(spec.device, spec.threads)
+        import_seconds = self.prepare()["import_seconds"]
         import keras
 
-        import_seconds = time.perf_counter() - t0
         if memory_limit_bytes:
             self._limit_memory(memory_limit_bytes)
         from devicebench.workloads.loader import load_workload
@@ -99,7 +119,11 @@ class TrialSession:
         losses_times: list[float] = []
         audit = spec.backend == "tensorflow"
         placement: dict[str, Any] = {}
+        t_eq = time.perf_counter()
         for i in range(equivalence_steps):
+            if (equivalence_seconds is not None and i >= MIN_EQUIVALENCE_STEPS
+                    and time.perf_counter() - t_eq > equivalence_seconds):
+                break
             lo = (i % self.steps_per_epoch) * self.batch
             if audit and i == 0:
                 self.backend.start_placement_audit()  # where the first step's ops run
@@ -109,6 +133,9 @@ class TrialSession:
             losses_times.append(time.perf_counter() - ts)
             if audit and i == 0:
                 placement = self.backend.finish_placement_audit()
+                # A loop body runs once per timestep: (batch, timesteps, features).
+                if isinstance(self.x, np.ndarray):
+                    placement["input_shape"] = [int(d) for d in self.x.shape[1:]]
             losses.append(loss)
             if not math.isfinite(loss):
                 break
@@ -128,12 +155,43 @@ class TrialSession:
         }
         if losses and not math.isfinite(losses[-1]):
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
+        reply["input_seconds_per_batch"] = self._time_input_pipeline()
         self._max_warmup_seconds = max_warmup_seconds
         # Synced train_on_batch steps overestimate a fit step, so blocks err long.
         typical = sorted(losses_times[1:] or losses_times or [TARGET_BLOCK_SECONDS])
         self._step_estimate = typical[len(typical) // 2]
         reply["epoch_estimate_seconds"] = self._step_estimate * self.steps_per_epoch
         return reply
+
+    def _time_input_pipeline(self, budget_s: float = 0.3) -> float | None:
+        """Seconds per batch of the input pipeline alone, built as ``fit`` builds it
+        (Keras' data adapter for arrays, with shuffling; the trial's tf.data dataset),
+        timed over up to an epoch of batches or ``budget_s``; the first batch (start-up)
+        is not counted. None when Keras' adapter is not available to time."""
+        backend = self.spec.backend
+        try:
+            if self.spec.pipeline == "tf.data":
+                it = iter(self.dataset)
+            else:
+                from keras.src.trainers.data_adapters import get_data_adapter
+
+                adapter = get_data_adapter(self.x, self.y, batch_size=self.batch, shuffle=True)
+                if backend == "tensorflow":
+                    it = iter(adapter.get_tf_dataset())
+                elif backend == "jax":
+                    it = iter(adapter.get_jax_iterator())
+                else:
+                    it = iter(adapter.get_torch_dataloader())
+            next(it)
+            n, t0 = 0, time.perf_counter()
+            for _ in range(max(1, self.steps_per_epoch - 1)):
+                next(it)
+                n += 1
+                if time.perf_counter() - t0 > budget_s:
+                    break
+            return (time.perf_counter() - t0) / n
+        except (ImportError, AttributeError, StopIteration, TypeError, ValueError):
+            return None
 
     def _limit_memory(self, limit: int) -> None:
         import psutil
@@ -216,7 +274,10 @@ class TrialSession:
                 self.warmup_info = {}
                 channel.send({"ok": True, **reply})
                 msg = channel.recv()
-                if msg is None or msg.get("cmd") != "measure":
+                if (msg is None or msg.get("cmd") != "measure"
+                        or bool(msg.get("whole_epochs", True)) != whole_epochs):
+                    # Another command, or blocks to be cut the other way: end this fit
+                    # (the main loop answers the command, or starts a new fit).
                     channel.pending = msg
                     self.model.stop_training = True
 
@@ -286,10 +347,16 @@ def main(argv: list[str]) -> int:
             if cmd == "ping":
                 channel.send({"ok": True, "pid": os.getpid()})
                 continue
-            if cmd == "setup":
-                session = TrialSession(TrialSpec.from_dict(msg["spec"]))
+            if cmd in ("prepare", "setup"):
+                spec = TrialSpec.from_dict(msg["spec"])
+                if session is None or session.spec != spec:
+                    session = TrialSession(spec)
+                if cmd == "prepare":
+                    channel.send({"ok": True, **session.prepare()})
+                    continue
                 opts = {k: msg[k] for k in ("weights_in", "weights_out", "equivalence_steps",
-                                            "memory_limit_bytes", "max_warmup_seconds")
+                                            "equivalence_seconds", "memory_limit_bytes",
+                                            "max_warmup_seconds")
                         if k in msg}
                 channel.send({"ok": True, **session.setup(**opts)})
                 continue

@@ -141,3 +141,35 @@ def test_workloads_command_lists_flops():
     assert {"seed-rnn", "mnist-cnn", "lstm-forecast", "mlp", "small-resnet",
             "tiny-transformer"} <= set(rows)
     assert all(r["flops_per_step"] and r["flops_per_step"] > 0 for r in rows.values())
+
+
+@requires_tf
+def test_a_live_group_prunes_a_trial_and_switches_how_blocks_are_cut(tmp_path):
+    """What the advisor's search does with real workers: set up once, two K-step
+    rounds, finish (prune) one trial, then whole-epoch rounds for the rest."""
+    from devicebench.trials.engine import RunOptions, TrialGroup
+    from devicebench.trials.spec import TrialSpec
+
+    base = TrialSpec(f"{W}:tiny")
+    other = base.with_(jit="on")
+    stored = []
+    with TrialGroup(base, RunOptions(equivalence_steps=50, max_warmup_seconds=2),
+                    equivalence_seconds=0.0, on_result=stored.append) as group:
+        group.add([base, other])
+        # The time cap leaves the fewest equivalence steps, and the verdict says so.
+        assert len(group.results[base].equivalence_losses) == 10
+        assert group.results[other].loss_verdict == "same"
+        assert "of 10" in group.results[other].loss_detail
+        group.measure(RunOptions(min_rounds=2, max_rounds=2, whole_epoch_seconds=0.0))
+        k_step = group.results[base].steps_per_block
+        assert group.rounds_done == 2 and k_step <= group.results[base].steps_per_epoch
+        group.finish([other])
+        assert [r.spec for r in stored] == [other]  # final as soon as it is pruned
+        assert len(group.results[other].block_seconds) == 2
+        group.measure(RunOptions(min_rounds=3, max_rounds=3, whole_epoch_seconds=10.0))
+        r = group.results[base]
+        # Blocks now hold whole epochs; the K-step blocks were dropped, not mixed in.
+        assert r.steps_per_block % r.steps_per_epoch == 0
+        assert len(r.block_seconds) == 3 and r.block_rounds == [2, 3, 4]
+        group.finish()
+    assert [x.spec for x in stored] == [other, base] and r.status == "ok"

@@ -43,51 +43,94 @@ STEPS = {
 }
 
 
-class FakeMeasure:
-    """Synthetic timings; records what each rung measured."""
+DRIFT = [1.0, 1.1, 0.95, 1.05, 1.0, 0.9, 1.2]
 
-    def __init__(self, nan: set[TrialSpec] = frozenset(), crash: set[TrialSpec] = frozenset()):
+
+class FakeGroup:
+    """Synthetic timings in place of worker processes; records what each rung measured."""
+
+    def __init__(self, steps=None, *, nan=frozenset(), crash=frozenset(), verdicts=None):
+        self.steps = steps or STEPS
+        self.nan, self.crash, self.verdicts = nan, crash, verdicts or {}
+        self.results: dict[TrialSpec, TrialResult] = {}
+        self.order: list[TrialSpec] = []
+        self.finished: set[TrialSpec] = set()
         self.calls: list[list[TrialSpec]] = []
-        self.nan, self.crash = nan, crash
+        self.rounds_done = 0
 
-    def __call__(self, specs, options: RunOptions):
-        self.calls.append(list(specs))
-        out = []
+    @property
+    def live(self):
+        return [s for s in self.order if s not in self.finished]
+
+    def add(self, specs):
         for s in specs:
+            self.order.append(s)
             if s in self.crash:
-                out.append(_result(s, 0, status="crashed", error="worker killed by SIGSEGV"))
-            elif s in self.nan:
-                out.append(_result(s, 0.0001, verdict="nan"))
-            else:
-                out.append(_result(s, STEPS[s], rounds=options.max_rounds if
-                                   options.max_rounds < 10 else 5))
-        return out
+                self.results[s] = TrialResult(s, status="crashed",
+                                              error="worker killed by SIGSEGV")
+                self.finished.add(s)
+                continue
+            verdict = "reference" if s == BASE else self.verdicts.get(s, "same")
+            self.results[s] = TrialResult(
+                s, steps_per_block=10, batch_size=32, steps_per_epoch=219,
+                loss_verdict="nan" if s in self.nan else verdict, first_step_seconds=1.0,
+                flops_per_step=28_800, loss_detail="max relative difference 1e-07")
+
+    def measure(self, options, enough=None):
+        live = self.live
+        self.calls.append(live)
+        ran = 0
+        while self.rounds_done < options.max_rounds:
+            d = DRIFT[self.rounds_done % len(DRIFT)]
+            for s in live:
+                self.results[s].block_seconds.append(10 * self.steps.get(s, 0.02) * d)
+                self.results[s].block_rounds.append(self.rounds_done)
+            self.rounds_done += 1
+            ran += 1
+            if self.rounds_done >= options.min_rounds and (enough is None
+                                                           or enough(self.results)):
+                break
+        self.ran = getattr(self, "ran", []) + [ran]
+        return ran
+
+    def finish(self, specs=None):
+        self.finished.update(self.live if specs is None else specs)
+
+    def start(self, reference, options, equivalence_seconds):
+        """As a StartGroup: advise_workload(start_group=fake.start)."""
+        return self
 
 
 def test_successive_halving_keeps_the_fastest_and_always_measures_the_baseline():
     cands = [s for s in STEPS if s != BASE]
-    fake = FakeMeasure()
-    finalists, outcomes, last = successive_halving(
+    fake = FakeGroup()
+    finalists, outcomes = successive_halving(
         BASE, cands, fake, rung_options=[RunOptions(max_rounds=2, min_rounds=2),
-                                         RunOptions(max_rounds=3, min_rounds=3)])
+                                         RunOptions(max_rounds=5, min_rounds=5)])
     assert finalists == [BASE.with_(backend="jax"), BASE.with_(jit="on")]
     assert all(call[0] == BASE for call in fake.calls)
     assert len(fake.calls[0]) == len(cands) + 1
     assert len(fake.calls[1]) == 1 + 4  # ceil(8 / 2) survivors
     assert outcomes[BASE.with_(backend="jax", jit="off")].pruned
     assert outcomes[BASE.with_(backend="jax")].rung == 1
+    # The pruned are finished; the baseline and the finalists stay live for the final,
+    # their rounds from the rungs kept (5 = 2 + 3).
+    assert fake.live == [BASE, *finalists]
+    assert fake.results[finalists[0]].block_rounds == [0, 1, 2, 3, 4]
 
 
 def test_nan_and_crashed_candidates_are_rejected_with_the_reason():
     nan = BASE.with_(backend="jax")
     crash = BASE.with_(jit="on")
-    fake = FakeMeasure(nan={nan}, crash={crash})
-    finalists, outcomes, _ = successive_halving(
+    fake = FakeGroup(nan={nan}, crash={crash})
+    finalists, outcomes = successive_halving(
         BASE, [nan, crash, BASE.with_(threads=1)], fake,
         rung_options=[RunOptions(max_rounds=2, min_rounds=2)])
     assert nan not in finalists and crash not in finalists
     assert "loss nan" in outcomes[nan].rejected
     assert "crashed" in outcomes[crash].rejected and "SIGSEGV" in outcomes[crash].rejected
+    # Known unsafe after set-up: dropped before any timed round.
+    assert nan in fake.finished and all(nan not in call for call in fake.calls)
 
 
 def _snap() -> EnvSnapshot:
@@ -98,25 +141,24 @@ def _snap() -> EnvSnapshot:
 
 
 def test_advise_recommends_the_significantly_faster_safe_candidate():
-    fake = FakeMeasure()
+    fake = FakeGroup()
     clock = iter(range(0, 10_000, 5)).__next__
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             workload_tags=("recurrent",), measure=fake, clock=clock)
+                             workload_tags=("recurrent",), start_group=fake.start,
+                             clock=clock)
     assert advice.recommended == BASE.with_(backend="jax")
     assert advice.to_dict()["speedup_vs_baseline"]["value"] == pytest.approx(0.007 / 0.0004)
     assert "KERAS_BACKEND" in advice.code and '"jax"' in advice.code
     ids = {r.id for r in advice.reasons}
     assert {"overhead-bound", "recurrent-loop", "xla-payback"} <= ids
+    # The final stopped as soon as the winner was clear: its 6 rounds in all, not 30.
+    assert fake.rounds_done == 6
 
 
 def test_advise_keeps_the_baseline_when_nothing_is_faster():
     slow = {s: (0.007 if s == BASE else 0.02) for s in STEPS}
-
-    class Slow(FakeMeasure):
-        def __call__(self, specs, options):
-            return [_result(s, slow[s]) for s in specs]
-
-    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120, measure=Slow(),
+    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
+                             start_group=FakeGroup(slow).start,
                              clock=iter(range(0, 10_000, 5)).__next__)
     assert advice.recommended is None
     assert advice.verdict.startswith("keep")
@@ -126,20 +168,16 @@ def test_advise_keeps_the_baseline_when_nothing_is_faster():
 def test_math_changing_candidate_needs_loss_equivalence():
     bf16 = BASE.with_(precision="mixed_bfloat16")
     bigger = BASE.with_(batch_size=128)
-    verdicts = {BASE: "reference", bf16: "same", bigger: "n/a"}
+    verdicts = {bf16: "same", bigger: "n/a"}
+    steps = {BASE: 0.01, bf16: 0.002, bigger: 0.002}
 
-    def measure(specs, options):
-        steps = {BASE: 0.01, bf16: 0.002, bigger: 0.002}
-        return [_result(s, steps.get(s, 0.02), verdict=verdicts.get(s, "same"))
-                for s in specs]
-
-    finalists, outcomes, _ = successive_halving(
-        BASE, [bf16, bigger, BASE.with_(threads=1)], measure,
+    finalists, outcomes = successive_halving(
+        BASE, [bf16, bigger, BASE.with_(threads=1)], FakeGroup(steps, verdicts=verdicts),
         rung_options=[RunOptions(max_rounds=2, min_rounds=2)])
     assert finalists[0] == bf16  # changes the math, but its loss matched: allowed
     assert "changes the math (batch_size)" in outcomes[bigger].rejected
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             measure=measure,
+                             start_group=FakeGroup(steps, verdicts=verdicts).start,
                              clock=iter(range(0, 10_000, 1)).__next__)
     assert advice.recommended == bf16
     assert "changes the math: precision" in advice.verdict
@@ -231,3 +269,107 @@ def test_compute_heavy_workloads_try_precision_and_jit_first():
                          mnist.with_(precision="mixed_float16")]
     light = candidate_space(mnist, _snap())
     assert light[0].backend != "tensorflow" and set(heavy) == set(light)
+
+
+# -- `devicebench ops` figures in the reasons -------------------------------------------
+
+
+def _figures():
+    from devicebench.advisor.figures import device_figures
+    from tests.unit.test_ops import _workers
+
+    return device_figures(3, _workers(), "cpu")
+
+
+def test_device_figures_from_a_stored_ops_run():
+    from devicebench.advisor.figures import device_figures
+    from tests.unit.test_ops import _workers
+
+    f = _figures()
+    assert f.source == "devicebench ops run #3" and f.device == "cpu"
+    # The fastest matmul measured on the CPU (numpy's, ~150 GFLOP/s at 2048).
+    assert f.peak_gflops == pytest.approx(150, rel=0.1) and "numpy/cpu" in f.peak_label
+    # TF's per-op cost inside a graph at the smallest size (the synthetic 2 µs).
+    assert f.per_op_seconds["tensorflow"] == pytest.approx(2e-6, rel=0.2)
+    assert f.per_op_counts == {"tensorflow": 1}
+    assert device_figures(3, _workers(), "gpu:0") is None  # nothing measured there
+
+
+def test_dispatch_reason_multiplies_ops_per_step_by_the_measured_per_op_cost():
+    r = _result(BASE, 0.007)
+    r.placement = {"ops_by_device": {"CPU:0": 274}, "loop_ops": 150, "input_shape": [28, 28]}
+    ev = Evidence(baseline=r, results={BASE: r}, figures=_figures(),
+                  workload_tags=("recurrent",))
+    (text,) = [x.text for x in explain(ev) if x.id == "dispatch-cost"]
+    # 124 ops outside the loop + 150 in its body x 28 timesteps = 4,324 ops x ~2 µs.
+    assert "~4,324 TensorFlow ops" in text and "devicebench ops run #3" in text
+    per_op = ev.figures.per_op_seconds["tensorflow"]  # ~2 µs, as synthesised
+    assert f"~{4324 * per_op * 1e3:.2g} ms of the 7 ms step" in text
+    assert "more than the step itself" in text and "one op at its smallest size" in text
+    # Without knowing the loop runs per timestep: a lower bound on the graph's ops.
+    ev.workload_tags = ()
+    (text,) = [x.text for x in explain(ev) if x.id == "dispatch-cost"]
+    assert "at least 274 TensorFlow ops" in text
+    assert f"≥ {274 * per_op * 1e6:.3g} µs of the 7 ms step" in text
+    # No figures, an XLA-compiled step, or another backend: no such reason.
+    for changed in (dict(figures=None),):
+        ev2 = Evidence(baseline=r, results={BASE: r}, **changed)
+        assert not [x for x in explain(ev2) if x.id == "dispatch-cost"]
+    r.jit_resolved = True
+    assert not [x for x in explain(ev) if x.id == "dispatch-cost"]
+
+
+def test_advise_cites_the_ops_rate_or_says_how_to_get_it():
+    kw = dict(baseline=BASE, budget_s=120, clock=iter(range(0, 10_000, 5)).__next__)
+    with_ops = advise_workload("seed-rnn", _snap(), figures=_figures(),
+                               start_group=FakeGroup().start, **kw)
+    (text,) = [r.text for r in with_ops.reasons if r.id == "overhead-bound"]
+    assert "devicebench ops run #3" in text and "150 GFLOP/s" in text
+    assert not any("devicebench ops --backend" in n for n in with_ops.notes)
+    kw["clock"] = iter(range(0, 10_000, 5)).__next__
+    without = advise_workload("seed-rnn", _snap(), start_group=FakeGroup().start, **kw)
+    assert any("`devicebench ops --backend tensorflow --device cpu`" in n
+               for n in without.notes)
+
+
+def test_input_reason_compares_the_pipeline_alone_with_the_step():
+    r = _result(BASE, 0.010)
+    r.input_seconds_per_batch = 0.0002
+    (reason,) = [x for x in explain(Evidence(baseline=r, results={BASE: r}))
+                 if x.id.startswith("input")]
+    assert reason.id == "input-time" and "200 µs, 2% of the 10 ms step" in reason.text
+    r.input_seconds_per_batch = 0.008
+    (reason,) = [x for x in explain(Evidence(baseline=r, results={BASE: r}))
+                 if x.id.startswith("input")]
+    assert reason.id == "input-bound" and "80% of the 10 ms step" in reason.text
+    assert "prefetch" in reason.text
+    r.input_seconds_per_batch = None  # not measured: no claim either way
+    assert not [x for x in explain(Evidence(baseline=r, results={BASE: r}))
+                if x.id.startswith("input")]
+
+
+def test_the_final_stops_when_the_winner_is_clear_or_nothing_is_faster():
+    from devicebench.advisor.advice import decided
+
+    fast, mid, slow = BASE.with_(backend="jax"), BASE.with_(jit="on"), BASE.with_(threads=1)
+
+    def results(steps, noise=0.0):
+        import numpy as np
+
+        out = {}
+        for seed, (s, t) in enumerate(steps.items()):
+            jitter = np.random.default_rng(seed).uniform(1 - noise, 1 + noise, 6)
+            r = TrialResult(s, steps_per_block=1)
+            for i, d in enumerate(DRIFT[:6]):
+                r.block_seconds.append(t * d * jitter[i])
+                r.block_rounds.append(i)
+            out[s] = r
+        return out
+
+    assert decided(BASE, [fast, mid])(results({BASE: 7, fast: 1, mid: 3}))
+    assert decided(BASE, [slow])(results({BASE: 7, slow: 9}))  # nothing is faster
+    # Two finalists whose CIs overlap: more rounds needed.
+    assert not decided(BASE, [fast, mid])(results({BASE: 7, fast: 2, mid: 2.05}, 0.2))
+    # A finalist indistinguishable from the baseline: not decided either.
+    assert not decided(BASE, [mid])(results({BASE: 7, mid: 7}, 0.2))
+    assert decided(BASE, [mid])({})  # the baseline failed: nothing to wait for

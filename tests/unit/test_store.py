@@ -32,7 +32,7 @@ from devicebench.store import (
     schema,
 )
 from devicebench.store import db as db_module
-from devicebench.store.ops import add_ops_result, load_ops_results
+from devicebench.store.ops import add_ops_result, latest_ops_run, load_ops_results
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
@@ -355,6 +355,27 @@ def test_ops_results_round_trip_with_raw_blocks(store: ResultStore) -> None:
     assert median == pytest.approx(0.005 / 300)
     with pytest.raises(StoreError, match="refers to a machine or run"):
         add_ops_result(store, 999, tf)
+
+
+def test_latest_ops_run_is_the_newest_finished_one_of_this_machine(store: ResultStore
+                                                                  ) -> None:
+    machine = store.add_machine(make_snapshot())
+    assert latest_ops_run(store, machine) is None
+    ok = OpsWorkerResult("numpy", "cpu", points=[
+        OpsPoint("matmul", "eager", 64, calls_per_block=10, block_seconds=(0.001, 0.001))])
+    older = store.start_run(machine, "ops", {})
+    add_ops_result(store, older, ok)
+    store.finish_run(older)
+    failed = store.start_run(machine, "ops", {})  # finished, but measured nothing
+    add_ops_result(store, failed, OpsWorkerResult("torch", "gpu:0", status="unavailable"))
+    store.finish_run(failed)
+    interrupted = store.start_run(machine, "ops", {})  # never finished
+    add_ops_result(store, interrupted, ok)
+    store.finish_run(store.start_run(machine, "run", {}))
+    run_id, workers = latest_ops_run(store, machine)
+    assert run_id == older and workers == [ok]
+    other = make_snapshot(cpu_model="Another CPU")
+    assert latest_ops_run(store, store.add_machine(other)) is None
 
 
 def test_a_failing_v3_migration_leaves_version_2(db_path: Path,

@@ -195,11 +195,20 @@ class FakeWorker:
         self.messages: list[dict] = []
         FakeWorker.instances.append(self)
 
+    def send(self, message):
+        self.log.append((self.spec.backend, "send " + message["cmd"]))
+        self._sent = message
+
+    def receive(self, timeout):
+        return self.request(self._sent, timeout)
+
     def request(self, message, timeout):
         self.log.append((self.spec.backend, message["cmd"]))
         self.messages.append(message)
         if message["cmd"] == self.fail_on:
             raise WorkerFailure("crashed", "worker killed by SIGABRT")
+        if message["cmd"] == "prepare":
+            return {"ok": True, "import_seconds": 1.0}
         if message["cmd"] == "setup":
             return {"ok": True, "batch_size": 32, "steps_per_epoch": 100,
                     "equivalence_losses": [1.0, 0.5],
@@ -228,6 +237,9 @@ def test_rounds_interleave_trials_and_a_failure_never_stops_the_others():
 
     results = run_workload_group([a, b, c], RunOptions(min_rounds=3, max_rounds=3),
                                  start_worker=start, on_result=stored.append)
+    # Every worker is told to import before the first is set up: the imports overlap.
+    assert log[:4] == [("tensorflow", "send prepare"), ("jax", "send prepare"),
+                       ("torch", "send prepare"), ("tensorflow", "prepare")]
     measures = [be for be, cmd in log if cmd == "measure"]
     assert measures[:3] == ["tensorflow", "jax", "torch"]  # round 1: A B C
     assert measures[3:] == ["tensorflow", "jax"] * 2  # torch died; A B continue

@@ -1,0 +1,67 @@
+"""The device figures ``devicebench ops`` measured, as the advisor's reasons use them.
+
+``ops`` fits t(n) = overhead + work / rate per op, mode and backend. Two of its figures
+explain a training step: the device's matmul rate (what the step's FLOPs could run at)
+and the cost of one op inside a compiled graph (``in-graph`` mode: what each op of a
+TensorFlow training step costs to dispatch, whatever it computes).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from devicebench.ops.analysis import analyse
+from devicebench.ops.result import OpsWorkerResult
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    """Figures of one device from one stored ``ops`` run.
+
+    Attributes:
+        source: where they come from, e.g. ``devicebench ops run #3``.
+        device: cpu | gpu:N | mps.
+        peak_gflops: the fastest matmul measured on the device (any backend), GFLOP/s.
+        peak_label: which path reached it, e.g. ``tensorflow/cpu compiled at 2048``.
+        per_op_seconds: backend -> seconds per op inside a compiled graph, the median
+            over the ops measured at their smallest size (dispatch, not arithmetic).
+        per_op_counts: backend -> how many ops that median is over.
+    """
+
+    source: str
+    device: str
+    peak_gflops: float | None = None
+    peak_label: str = ""
+    per_op_seconds: dict[str, float] = field(default_factory=dict)
+    per_op_counts: dict[str, int] = field(default_factory=dict)
+
+
+def device_figures(run_id: int, workers: list[OpsWorkerResult], device: str
+                   ) -> DeviceFigures | None:
+    """What an ``ops`` run measured on ``device``; None if it measured nothing there.
+
+    Example:
+        >>> device_figures(1, [], "cpu") is None
+        True
+    """
+    mine = [w for w in workers if w.device == device and w.points]
+    if not mine:
+        return None
+    analysis = analyse(mine)
+    peak = analysis.peaks.get(device)
+    per_op: dict[str, list[float]] = {}
+    for op in analysis.ops:
+        for path in op.paths:
+            if path.mode != "in-graph" or path.device != device:
+                continue
+            smallest = next((p for p in path.points if p.usable), None)
+            if smallest is not None and smallest.size == min(
+                    (q.size for q in path.points), default=0):
+                per_op.setdefault(path.backend, []).append(smallest.median)
+    return DeviceFigures(
+        source=f"devicebench ops run #{run_id}", device=device,
+        peak_gflops=peak.flops_per_s / 1e9 if peak else None,
+        peak_label=f"{peak.label} at {peak.size}" if peak else "",
+        per_op_seconds={b: statistics.median(v) for b, v in per_op.items()},
+        per_op_counts={b: len(v) for b, v in per_op.items()})
