@@ -20,9 +20,9 @@ from devicebench.advisor.search import (
     successive_halving,
 )
 from devicebench.env.snapshot import EnvSnapshot
-from devicebench.measure.stats import paired_ratio
 from devicebench.errors import SpecError
 from devicebench.measure.peak import cpu_matmul_gflops
+from devicebench.measure.stats import paired_ratio
 from devicebench.trials.engine import RunOptions
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec

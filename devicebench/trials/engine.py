@@ -60,6 +60,7 @@ class Worker(Protocol):
     def send(self, message: dict[str, Any]) -> None: ...
     def receive(self, timeout: float) -> dict[str, Any]: ...
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+    def begin_close(self) -> None: ...
     def close(self, timeout: float = 10) -> None: ...
     def kill(self) -> None: ...
 
@@ -157,17 +158,25 @@ class TrialGroup:
         another way)."""
         return self._comparable_rounds
 
-    def _done(self, spec: TrialSpec) -> None:
-        self.finished.add(spec)
-        result = self.results[spec]
-        if result.status == "nan":
-            _set_verdict(result, None)
-        w = self._workers.pop(spec, None)
-        if w is not None:
+    def _done(self, *specs: TrialSpec) -> None:
+        """These trials' results are final: their workers exit (all at once), then each
+        result goes to ``on_result``."""
+        closing = []
+        for spec in specs:
+            self.finished.add(spec)
+            w = self._workers.pop(spec, None)
+            if w is not None:
+                w.begin_close()
+                closing.append(w)
+        for w in closing:
             w.close()
-        if self._on_result is not None:
-            self._on_result(result)
-        self._emit("done", spec, {"status": result.status})
+        for spec in specs:
+            result = self.results[spec]
+            if result.status == "nan":
+                _set_verdict(result, None)
+            if self._on_result is not None:
+                self._on_result(result)
+            self._emit("done", spec, {"status": result.status})
 
     def add(self, specs: list[TrialSpec]) -> None:
         """Start workers for ``specs`` (imports overlap), then set each up in turn."""
@@ -291,20 +300,29 @@ class TrialGroup:
         return ran
 
     def finish(self, specs: list[TrialSpec] | None = None) -> None:
-        """End these live trials (default: all): memory, final loss, loss verdict."""
-        for spec in [s for s in (self.live if specs is None else specs)
-                     if s not in self.finished]:
+        """End these live trials (default: all): memory, final loss, loss verdict. The
+        workers are asked together and exit together."""
+        ending = [s for s in (self.live if specs is None else specs) if s not in self.finished]
+        asked = []
+        for spec in ending:
+            try:
+                self._workers[spec].send({"cmd": "finish"})
+                asked.append(spec)
+            except WorkerFailure as exc:
+                _fail(self.results[spec], exc)
+        for spec in asked:
             r = self.results[spec]
             try:
-                reply = self._workers[spec].request({"cmd": "finish"}, timeout=60)
+                reply = self._workers[spec].receive(timeout=60)
                 r.peak_device_memory_bytes = reply.get("peak_device_memory_bytes")
                 r.peak_rss_bytes = reply.get("peak_rss_bytes")
                 r.final_loss = reply.get("final_loss")
             except WorkerFailure as exc:
                 _fail(r, exc)
-            _set_verdict(r, self.results.get(self._weights_source)
+        for spec in ending:
+            _set_verdict(self.results[spec], self.results.get(self._weights_source)
                          if self._weights_source else None)
-            self._done(spec)
+        self._done(*ending)
 
     def close(self) -> None:
         """Kill whatever is still running (an interrupted run) and clean up."""

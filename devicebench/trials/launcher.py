@@ -319,15 +319,22 @@ class WorkerProcess:
         if self.proc.poll() is None:
             _kill_group(self.proc)
 
-    def close(self, timeout: float = 10) -> None:
-        """Ask the worker to exit, then make sure it has."""
+    def begin_close(self) -> None:
+        """Ask the worker to exit (end of its commands) without waiting for it."""
         try:
             self._cmd.close()
         except OSError:
             pass
+
+    def close(self, timeout: float = 10) -> None:
+        """Ask the worker to exit, then make sure it has (idempotent)."""
+        self.begin_close()
+        if self._res_fd < 0:
+            return
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
         os.close(self._res_fd)
+        self._res_fd = -1
         self._tmpdir.cleanup()

@@ -54,6 +54,7 @@ class TrialSession:
         self.steps_per_block = 0
         self.last_loss: float | None = None
         self.import_seconds: float | None = None
+        self.warmed = False  # a fit of this session has settled once
 
     # -- setup ------------------------------------------------------------------------
     def prepare(self) -> dict[str, Any]:
@@ -163,7 +164,7 @@ class TrialSession:
         reply["epoch_estimate_seconds"] = self._step_estimate * self.steps_per_epoch
         return reply
 
-    def _time_input_pipeline(self, budget_s: float = 0.3) -> float | None:
+    def _time_input_pipeline(self, budget_s: float = 0.15) -> float | None:
         """Seconds per batch of the input pipeline alone, built as ``fit`` builds it
         (Keras' data adapter for arrays, with shuffling; the trial's tf.data dataset),
         timed over up to an epoch of batches or ``budget_s``; the first batch (start-up)
@@ -260,10 +261,15 @@ class TrialSession:
                 if self.warming:
                     # Warm-up blocks are not samples; the pending request gets the first
                     # block after the time settled, with the warm-up reported beside it.
+                    # A fit started after an earlier one settled (blocks now cut the other
+                    # way) is compiled already: only its first block, which pays this
+                    # fit's own start (a new iterator, a retrace for the last partial
+                    # batch), is dropped.
                     self.warmup.append(elapsed)
                     warm_for = time.perf_counter() - self.warmup_start
                     if (settled(self.warmup) or len(self.warmup) >= MAX_WARMUP_BLOCKS
-                            or warm_for > session._max_warmup_seconds):
+                            or warm_for > session._max_warmup_seconds or session.warmed):
+                        session.warmed = True
                         self.warming = False
                         self.warmup_info = {"warmup_seconds": warm_for,
                                             "warmup_blocks": len(self.warmup)}

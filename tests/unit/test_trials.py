@@ -217,6 +217,9 @@ class FakeWorker:
             return {"ok": True, "block_seconds": [self.step * 10], "steps_per_block": 10}
         return {"ok": True, "final_loss": 0.5}
 
+    def begin_close(self):
+        pass
+
     def close(self, timeout=10):
         self.log.append((self.spec.backend, "close"))
 
