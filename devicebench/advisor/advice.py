@@ -16,6 +16,7 @@ from devicebench.advisor.search import (
     StartGroup,
     default_rungs,
     engine_group,
+    note_timing,
     rejection,
     successive_halving,
 )
@@ -223,8 +224,7 @@ def advise_workload(
         r = by_spec[spec].result
         outcomes[spec].rejected = rejection(r, baseline)
         outcomes[spec].final = True
-        if r.step_time is not None:
-            outcomes[spec].median_step_s = r.step_time.median
+        note_timing(outcomes[spec], r, group.results.get(baseline))
     if base_row is None or base_row.result.status != "ok":
         result.verdict = ("the baseline itself failed: "
                           + (base_row.result.error.splitlines()[0] if base_row and
@@ -262,11 +262,17 @@ def advise_workload(
             baseline=base_row.result, results=merged, device_gflops=rate,
             device_rate_source=rate_source, figures=figures,
             cpu_flags=tuple(snapshot.host.cpu_flags), workload_tags=workload_tags))
-        if figures is None or not figures.per_op_seconds:
+        command = (f"`devicebench ops --backend {baseline.backend} --device "
+                   f"{baseline.device}`")
+        if figures is None:
             result.notes.append(
                 f"no `devicebench ops` figures for {baseline.device} on this machine: run "
-                f"`devicebench ops --backend {baseline.backend} --device {baseline.device}` "
-                "once, and advise also weighs ops per step against the measured per-op "
-                "dispatch cost")
+                f"{command} once, and advise also weighs ops per step against the "
+                "measured per-op dispatch cost")
+        elif baseline.backend == "tensorflow" and "tensorflow" not in figures.per_op_seconds:
+            result.notes.append(
+                f"{figures.source} did not resolve TensorFlow's per-op cost inside a graph "
+                f"(in-graph mode; lost in the noise or not measured): run {command} on a "
+                "quiet machine for the dispatch reason")
     result.elapsed_s = clock() - start
     return result

@@ -83,12 +83,6 @@ def overhead_bound(ev: Evidence) -> list[Reason]:
         "operations can (a compiled loop, or a larger batch, which changes the training)"))]
 
 
-def _over(f: DeviceFigures) -> str:
-    k = f.per_op_counts.get("tensorflow", 0)
-    return ("one op at its smallest size" if k == 1 else
-            f"the median of {k} ops at their smallest size")
-
-
 def dispatch_cost(ev: Evidence) -> list[Reason]:
     """Ops per step (TF's placement log of the first step) x the per-op cost inside a
     graph that ``devicebench ops`` measured on the same device."""
@@ -131,7 +125,8 @@ def dispatch_cost(ev: Evidence) -> list[Reason]:
         verdict = "dispatch is a part of the step, not all of it"
     return [Reason("dispatch-cost", (
         f"dispatch: {count}; at {_ms(per_op)} per op inside a graph on "
-        f"tensorflow/{f.device} ({f.source}, in-graph mode, {_over(f)}) that is "
+        f"tensorflow/{f.device} ({f.source}, in-graph mode: the cheapest op measured, "
+        f"{f.per_op_labels.get('tensorflow', '?')}) that is "
         f"{word}{_ms(cost)} of the {_ms(step)} step ({share:.0%}): {verdict}"))]
 
 

@@ -8,11 +8,14 @@ TensorFlow training step costs to dispatch, whatever it computes).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from devicebench.ops.analysis import analyse
 from devicebench.ops.result import OpsWorkerResult
+
+# In-graph points up to this size (n x n) cost dispatch, not arithmetic: 16 x 16 is 256
+# elements, a 16 x 16 matmul 8 kFLOP (nanoseconds at GFLOP/s rates).
+DISPATCH_SIZE = 16
 
 
 @dataclass(frozen=True)
@@ -24,9 +27,11 @@ class DeviceFigures:
         device: cpu | gpu:N | mps.
         peak_gflops: the fastest matmul measured on the device (any backend), GFLOP/s.
         peak_label: which path reached it, e.g. ``tensorflow/cpu compiled at 2048``.
-        per_op_seconds: backend -> seconds per op inside a compiled graph, the median
-            over the ops measured at their smallest size (dispatch, not arithmetic).
-        per_op_counts: backend -> how many ops that median is over.
+        per_op_seconds: backend -> seconds per op inside a compiled graph: the cheapest
+            op measured at a small size (up to :data:`DISPATCH_SIZE`) whose per-op cost
+            was resolved. Ops that do more (softmax is several kernels, conv2d computes)
+            cost more at any size; the cheapest is the closest to dispatch alone.
+        per_op_labels: backend -> which op and size that is, e.g. ``reduce_sum at 2×2``.
     """
 
     source: str
@@ -34,7 +39,7 @@ class DeviceFigures:
     peak_gflops: float | None = None
     peak_label: str = ""
     per_op_seconds: dict[str, float] = field(default_factory=dict)
-    per_op_counts: dict[str, int] = field(default_factory=dict)
+    per_op_labels: dict[str, str] = field(default_factory=dict)
 
 
 def device_figures(run_id: int, workers: list[OpsWorkerResult], device: str
@@ -50,18 +55,19 @@ def device_figures(run_id: int, workers: list[OpsWorkerResult], device: str
         return None
     analysis = analyse(mine)
     peak = analysis.peaks.get(device)
-    per_op: dict[str, list[float]] = {}
+    per_op: dict[str, tuple[float, str]] = {}
     for op in analysis.ops:
         for path in op.paths:
             if path.mode != "in-graph" or path.device != device:
                 continue
-            smallest = next((p for p in path.points if p.usable), None)
-            if smallest is not None and smallest.size == min(
-                    (q.size for q in path.points), default=0):
-                per_op.setdefault(path.backend, []).append(smallest.median)
+            small = [p for p in path.points if p.usable and p.size <= DISPATCH_SIZE]
+            if small and (path.backend not in per_op
+                          or small[0].median < per_op[path.backend][0]):
+                per_op[path.backend] = (small[0].median,
+                                        f"{op.op} at {small[0].size}×{small[0].size}")
     return DeviceFigures(
         source=f"devicebench ops run #{run_id}", device=device,
         peak_gflops=peak.flops_per_s / 1e9 if peak else None,
         peak_label=f"{peak.label} at {peak.size}" if peak else "",
-        per_op_seconds={b: statistics.median(v) for b, v in per_op.items()},
-        per_op_counts={b: len(v) for b, v in per_op.items()})
+        per_op_seconds={b: v[0] for b, v in per_op.items()},
+        per_op_labels={b: v[1] for b, v in per_op.items()})

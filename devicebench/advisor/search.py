@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from devicebench.measure.stats import paired_ratio
 from devicebench.trials.engine import RunOptions, TrialGroup
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -27,13 +28,16 @@ class CandidateOutcome:
     spec: TrialSpec
     rung: int  # the last rung it was measured in
     median_step_s: float | None = None
+    blocks_cut: str = ""  # how the blocks behind median_step_s were cut (steps | epochs)
+    speedup: float | None = None  # vs the baseline in the same rounds (>1: faster)
     rejected: str = ""  # why it can never be recommended ("" = safe so far)
     pruned: bool = False  # slower than the survivors of its rung
     final: bool = False  # measured in the final, interleaved comparison
 
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec.to_dict(), "label": self.spec.label, "rung": self.rung,
-                "median_step_s": self.median_step_s, "rejected": self.rejected,
+                "median_step_s": self.median_step_s, "blocks_cut": self.blocks_cut,
+                "speedup_vs_baseline": self.speedup, "rejected": self.rejected,
                 "pruned": self.pruned, "final": self.final}
 
 
@@ -65,6 +69,16 @@ class Group(Protocol):
 
 
 StartGroup = Callable[[TrialSpec, RunOptions, float | None], Group]
+
+
+def note_timing(out: CandidateOutcome, r: TrialResult, base: TrialResult | None) -> None:
+    """Record a candidate's latest median step time and its speed-up over the baseline
+    in the rounds both were measured in."""
+    out.median_step_s = r.step_time.median if r.step_time else None
+    out.blocks_cut = r.blocks_cut
+    ratio = (paired_ratio(base.round_step_times, r.round_step_times)
+             if base is not None and r.block_seconds and base.block_seconds else None)
+    out.speedup = ratio.value if ratio else None
 
 
 def successive_halving(
@@ -104,7 +118,7 @@ def successive_halving(
             if r is None:
                 out.rejected = "no result came back"
                 continue
-            out.median_step_s = r.step_time.median if r.step_time else None
+            note_timing(out, r, group.results.get(baseline))
             out.rejected = rejection(r, baseline)
             if out.rejected:
                 group.finish([spec])

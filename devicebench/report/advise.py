@@ -18,17 +18,21 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
               f"{advice.baseline.label}; {advice.elapsed_s:.0f} s of a {advice.budget_s:.0f} s "
               "budget")
     if not brief:
-        table = Table(title="Candidates (successive halving; median step time where last "
-                      "measured)", title_justify="left")
-        for col in ("candidate", "measured in", "step time", "outcome"):
+        table = Table(title="Candidates (successive halving; where each was last measured, "
+                      "its median step time and speed-up over the baseline in the same "
+                      "rounds)", title_justify="left")
+        for col in ("candidate", "measured in", "step time", "vs baseline", "outcome"):
             table.add_column(col, overflow="fold")
         ranked = sorted(advice.outcomes, key=lambda o: (
-            bool(o.rejected), -o.rung, o.median_step_s or float("inf")))
+            bool(o.rejected), not o.final, -(o.speedup or 0.0)))
         for o in ranked:
             outcome = (f"[red]rejected[/]: {o.rejected}" if o.rejected else
                        "pruned (slower)" if o.pruned else "finalist")
             where = "final" if o.final else f"rung {o.rung}"
-            table.add_row(o.spec.label, where, fmt_seconds(o.median_step_s), outcome)
+            if o.blocks_cut:
+                where += f" ({'whole epochs' if o.blocks_cut == 'epochs' else 'K-step blocks'})"
+            table.add_row(o.spec.label, where, fmt_seconds(o.median_step_s),
+                          f"{o.speedup:.2f}x" if o.speedup else "-", outcome)
         con.print(table)
         render_comparison(advice.rows, console=con, notes=advice.notes)
     con.print(f"\n[bold]Verdict[/bold]: {advice.verdict}", highlight=False)

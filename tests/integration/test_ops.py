@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from devicebench.store import ResultStore
 from devicebench.store.ops import load_ops_results
 from tests.conftest import has_module, requires_jax, requires_tf, run_cli
 
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = [2, 4, 8, 16, 32, 64, 128, 256]
 FAST = ["--blocks", "3", "--block-ms", "2"]
 
@@ -171,3 +173,32 @@ def test_torch_on_the_gpu_is_synced_and_compared_with_the_cpu(tmp_path):
     big = {p["size"]: p["median_s"] for p in paths["torch/gpu:0 naive"]["points"]}
     synced = {p["size"]: p["median_s"] for p in gpu["points"]}
     assert big[2048] <= synced[2048] * 1.2
+
+
+@requires_tf
+def test_advise_uses_the_stored_ops_figures(sweep, tmp_path):
+    """advise reads the newest ops run of this machine from the same store: the device
+    rate behind "overhead-bound" and, when the in-graph per-op cost was resolved, the
+    dispatch reason (ops per step x per-op cost)."""
+    from devicebench.advisor.figures import device_figures
+
+    doc, db = sweep
+    db_copy = tmp_path / "r.db"
+    shutil.copy(db, db_copy)  # the module's sweep stays as it was
+    tiny = f"{ROOT / 'tests' / 'fixtures' / 'workloads.py'}:tiny"
+    res = run_cli("advise", tiny, "--baseline", "backend=tensorflow", "--budget", "20",
+                  "--json", "--db", str(db_copy), timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    advice = json.loads(res.stdout)
+    reasons = {r["id"]: r["text"] for r in advice["reasons"]}
+    source = f"devicebench ops run #{doc['run_id']}"
+    assert source in reasons["overhead-bound"]
+    with ResultStore.open(db) as store:
+        figures = device_figures(doc["run_id"], load_ops_results(store, doc["run_id"]), "cpu")
+    if figures.per_op_seconds.get("tensorflow"):
+        assert source in reasons["dispatch-cost"] and "TensorFlow ops run per step" in (
+            reasons["dispatch-cost"])
+        assert not any("devicebench ops --backend" in n for n in advice["notes"])
+    else:  # TF's per-op cost was lost in the noise: no dispatch claim, and a pointer
+        assert "dispatch-cost" not in reasons
+        assert any("did not resolve TensorFlow's per-op cost" in n for n in advice["notes"])
