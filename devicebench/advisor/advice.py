@@ -30,6 +30,7 @@ from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import ComparisonRow, compare
 
 DEFAULT_BUDGET_S = 120.0
+DECIDED_CI = 0.25  # the final may stop once the winner's CI is within ±25% of its value
 
 
 @dataclass
@@ -113,8 +114,9 @@ def group_settings(budget_s: float, equivalence_steps: int = 50
 def decided(baseline: TrialSpec, finalists: list[TrialSpec]
             ) -> Callable[[dict[TrialSpec, TrialResult]], bool]:
     """When the final comparison has answered the question: the fastest finalist's
-    speed-up CI lies above 1 and above every other finalist's, or no finalist's CI
-    reaches 1 (nothing is faster). Until then, rounds go on (to the budget)."""
+    speed-up CI lies above 1 and above every other finalist's and is within ±25% of its
+    value (a figure worth quoting), or no finalist's CI reaches 1 (nothing is faster).
+    Until then, rounds go on (to the budget)."""
 
     def enough(results: dict[TrialSpec, TrialResult]) -> bool:
         base = results.get(baseline)
@@ -128,8 +130,8 @@ def decided(baseline: TrialSpec, finalists: list[TrialSpec]
         best = max(ratios, key=lambda q: q.value)
         if best.ci_high < 1:
             return True
-        return best.ci_low > 1 and all(q.ci_high < best.ci_low for q in ratios
-                                       if q is not best)
+        return (best.ci_low > 1 and (best.ci_high - best.ci_low) / 2 <= DECIDED_CI * best.value
+                and all(q.ci_high < best.ci_low for q in ratios if q is not best))
 
     return enough
 

@@ -373,6 +373,8 @@ def test_the_final_stops_when_the_winner_is_clear_or_nothing_is_faster():
     assert decided(BASE, [slow])(results({BASE: 7, slow: 9}))  # nothing is faster
     # Two finalists whose CIs overlap: more rounds needed.
     assert not decided(BASE, [fast, mid])(results({BASE: 7, fast: 2, mid: 2.05}, 0.2))
+    # A clear winner whose CI is still wider than ±25%: more rounds for a usable figure.
+    assert not decided(BASE, [fast])(results({BASE: 7, fast: 1}, 0.5))
     # A finalist indistinguishable from the baseline: not decided either.
     assert not decided(BASE, [mid])(results({BASE: 7, mid: 7}, 0.2))
     assert decided(BASE, [mid])({})  # the baseline failed: nothing to wait for
