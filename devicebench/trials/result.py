@@ -109,7 +109,8 @@ class TrialResult:
         if st is None or st.rel_ci_halfwidth <= WIDE_SPREAD:
             return ""
         return (f"spread too wide: 95% CI is ±{st.rel_ci_halfwidth:.0%} of the median "
-                f"over {st.n} blocks; run more rounds (--rounds) or quiet the machine")
+                f"over {st.n} blocks; measure more rounds (run --rounds N; advise --budget) "
+                "or quiet the machine")
 
     # -- serialisation ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
