@@ -214,9 +214,7 @@ def advise_workload(
                       enough=decided(baseline, finalists))
         group.finish()
     finally:
-        close = getattr(group, "close", None)
-        if close is not None:
-            close()
+        group.close()  # an interrupted search leaves no worker behind
     final_results = [group.results[s] for s in [baseline, *finalists]]
     rows = compare(final_results)
     result.rows = rows

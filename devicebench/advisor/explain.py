@@ -115,9 +115,9 @@ def dispatch_cost(ev: Evidence) -> list[Reason]:
     cost = executed * per_op
     share = cost / step
     if share > 1:
-        verdict = ("more than the step itself, as the executor runs independent ops in "
-                   "parallel: the step is dispatch; fewer, larger ops (XLA, or the JAX "
-                   "backend) are where the time is")
+        verdict = ("more than the step itself (the executor can overlap independent ops, "
+                   "so this overestimates): the step is dispatch; fewer, larger ops (XLA, "
+                   "or the JAX backend) are where the time is")
     elif share >= 0.5:
         verdict = ("most of the step is dispatch: fewer, larger ops (XLA, or the JAX "
                    "backend) are where the time is")

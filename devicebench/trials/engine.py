@@ -95,8 +95,8 @@ class TrialGroup:
 
     Trials are added (their workers start at once, so the framework imports overlap;
     then each is set up in turn, the reference first), measured in interleaved rounds
-    as often as the caller likes, and finished one by one (their results are final and
-    go to ``on_result`` then). A search keeps the survivors' workers alive from one rung
+    as often as the caller likes, and finished when the caller says (their results are
+    final and go to ``on_result`` then). A search keeps the survivors' workers alive from one rung
     to the next and into the final comparison, never paying a set-up twice.
 
     Example:
@@ -135,7 +135,7 @@ class TrialGroup:
         self.finished: set[TrialSpec] = set()
         self._workers: dict[TrialSpec, Worker] = {}
         self._estimates: dict[TrialSpec, float] = {}
-        self._whole: bool | None = None  # how blocks are cut, fixed at the first round
+        self._whole: bool | None = None  # how the live trials' blocks are cut now
         self._rounds = 0
         self._comparable_rounds = 0
         self._tmp = tempfile.TemporaryDirectory(prefix="devicebench-weights-")

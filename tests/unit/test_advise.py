@@ -96,6 +96,9 @@ class FakeGroup:
     def finish(self, specs=None):
         self.finished.update(self.live if specs is None else specs)
 
+    def close(self):
+        self.closed = True
+
     def start(self, reference, options, equivalence_seconds):
         """As a StartGroup: advise_workload(start_group=fake.start)."""
         return self
