@@ -107,30 +107,18 @@ def _loop_ops(nodes: list[Any]) -> int:
     """Ops inside tf.while_loop bodies (control flow v1 frames in a partition graph):
     those fed, directly or not, by an Enter without an Exit in between. They run once
     per iteration, e.g. per timestep of an RNN."""
-    by_name = {n.name: n for n in nodes}
-    memo: dict[str, bool] = {}
-
-    def inside(name: str) -> bool:
-        if name in memo:
-            return memo[name]
-        memo[name] = False  # cycles (NextIteration -> Merge) end here
-        node = by_name.get(name)
-        if node is None or node.op in _LOOP_EXIT:
-            return False
-        result = node.op in _LOOP_ENTRY or any(
-            inside(i.lstrip("^").split(":")[0]) for i in node.input)
-        memo[name] = result
-        return result
-
-    import sys
-
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10 * len(nodes) + 100))
-    try:
-        return sum(1 for n in nodes if not n.op.startswith("_")
-                   and n.op not in _INFRASTRUCTURE_OPS and inside(n.name))
-    finally:
-        sys.setrecursionlimit(limit)
+    inside = {n.name for n in nodes if n.op in _LOOP_ENTRY}
+    grew = True
+    while grew:  # to a fixed point: NextIteration -> Merge cycles end it
+        grew = False
+        for n in nodes:
+            if n.name in inside or n.op in _LOOP_EXIT:
+                continue
+            if any(i.lstrip("^").split(":")[0] in inside for i in n.input):
+                inside.add(n.name)
+                grew = True
+    return sum(1 for n in nodes if n.name in inside and not n.op.startswith("_")
+               and n.op not in _INFRASTRUCTURE_OPS)
 
 
 def finish_placement_audit() -> dict[str, Any]:

@@ -58,6 +58,12 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
     # TF's placement audit of the first step: every op of this CPU trial on the CPU.
     placed = rows["tensorflow"]["placement"]["ops_by_device"]
     assert set(placed) == {"CPU:0"} and placed["CPU:0"] > 10
+    # The RNN's while-loop body (run once per timestep) is part of the graph, and the
+    # input's (timesteps, features) shape is kept for the dispatch reason.
+    assert 0 < rows["tensorflow"]["placement"]["loop_ops"] < placed["CPU:0"]
+    assert rows["tensorflow"]["placement"]["input_shape"] == [50, 1]
+    for r in rows.values():  # the input pipeline, timed alone
+        assert 0 < r["input_s_per_batch"] < r["step_time_s"]["median"] * 100
     with ResultStore.open(db) as store:
         stored = store.trials_for_run(doc["run_id"])
     assert {r.spec.backend: r.status for r in stored} == {"tensorflow": "ok", "jax": "ok"}

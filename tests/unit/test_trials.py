@@ -264,3 +264,25 @@ def test_reference_defaults_to_tensorflow_cpu_float32():
     specs = [TrialSpec("x", backend="jax"), TrialSpec("x"), TrialSpec("x", jit="on")]
     assert default_reference(specs) == TrialSpec("x")
     assert default_reference([TrialSpec("x", backend="jax")]).backend == "jax"
+
+
+def test_loop_ops_counts_what_a_while_frame_feeds_until_its_exit():
+    from types import SimpleNamespace as Node
+
+    from devicebench.backends.tensorflow import _loop_ops
+
+    graph = [
+        Node(name="x", op="Placeholder", input=[]),
+        Node(name="w", op="ReadVariableOp", input=[]),
+        Node(name="enter", op="Enter", input=["x"]),
+        Node(name="merge", op="Merge", input=["enter", "next"]),
+        Node(name="mul", op="MatMul", input=["merge", "w"]),
+        Node(name="tanh", op="Tanh", input=["mul:0"]),
+        Node(name="next", op="NextIteration", input=["tanh"]),
+        Node(name="ident", op="Identity", input=["^tanh"]),  # infrastructure: not counted
+        Node(name="exit", op="Exit", input=["tanh"]),
+        Node(name="loss", op="Mean", input=["exit"]),  # after the loop: runs once
+    ]
+    # Enter, Merge, MatMul, Tanh, NextIteration run per iteration; Exit and Mean do not.
+    assert _loop_ops(graph) == 5
+    assert _loop_ops([n for n in graph if n.op not in ("Enter",)]) == 0
