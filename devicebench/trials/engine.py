@@ -159,8 +159,9 @@ class TrialGroup:
         return self._comparable_rounds
 
     def _done(self, *specs: TrialSpec) -> None:
-        """These trials' results are final: their workers exit (all at once), then each
-        result goes to ``on_result``."""
+        """These trials' results are final: their workers are told to exit (all at
+        once), each result goes to ``on_result`` (stored before anything else can go
+        wrong), then the workers' exits are awaited."""
         closing = []
         for spec in specs:
             self.finished.add(spec)
@@ -168,15 +169,17 @@ class TrialGroup:
             if w is not None:
                 w.begin_close()
                 closing.append(w)
-        for w in closing:
-            w.close()
-        for spec in specs:
-            result = self.results[spec]
-            if result.status == "nan":
-                _set_verdict(result, None)
-            if self._on_result is not None:
-                self._on_result(result)
-            self._emit("done", spec, {"status": result.status})
+        try:
+            for spec in specs:
+                result = self.results[spec]
+                if result.status == "nan":
+                    _set_verdict(result, None)
+                if self._on_result is not None:
+                    self._on_result(result)
+                self._emit("done", spec, {"status": result.status})
+        finally:
+            for w in closing:
+                w.close()
 
     def add(self, specs: list[TrialSpec]) -> None:
         """Start workers for ``specs`` (imports overlap), then set each up in turn."""

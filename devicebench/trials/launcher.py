@@ -232,7 +232,9 @@ class WorkerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([self._res_fd], [], [], remaining)
+            # Short slices: a Ctrl-C the kernel handed to another thread (a progress
+            # bar's) is only acted on when the main thread runs Python again.
+            ready, _, _ = select.select([self._res_fd], [], [], min(remaining, 0.25))
             if not ready:
                 continue
             chunk = os.read(self._res_fd, 65536)
