@@ -90,7 +90,10 @@ def test_sigint_keeps_finished_trials_and_resume_completes_the_rest(tmp_path):
     db = tmp_path / "s.db"
     cmd = [sys.executable, "-m", "devicebench", "run", f"{W}:tiny", f"{W}:hangs", f"{W}:tiny2",
            "--backend", "jax", *FAST, "--timeout", "300", "--db", str(db)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell starting CI in the background (`cmd &`) runs it with SIGINT ignored, and
+    # a child inherits that; give the command Ctrl-C's default, as in a terminal.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
