@@ -181,6 +181,16 @@ class TrialGroup:
             for w in closing:
                 w.close()
 
+    def _ask(self, spec: TrialSpec, exchange: Callable[[], Any]) -> Any:
+        """One exchange with ``spec``'s worker; if it fails, the trial ends with the
+        failure's status and error (stored at once) and None is returned."""
+        try:
+            return exchange()
+        except WorkerFailure as exc:
+            _fail(self.results[spec], exc)
+            self._done(spec)
+            return None
+
     def add(self, specs: list[TrialSpec]) -> None:
         """Start workers for ``specs`` (imports overlap), then set each up in turn."""
         new = [s for s in dict.fromkeys(specs) if s not in self.results]
@@ -188,27 +198,20 @@ class TrialGroup:
             new.remove(self.reference)
             new.insert(0, self.reference)
         opts = self.options
+
+        def start(spec: TrialSpec) -> None:
+            self._workers[spec] = self._start_worker(spec)
+            self._workers[spec].send({"cmd": "prepare", "spec": spec.to_dict()})
+
         for spec in new:
             self.results[spec] = TrialResult(spec)
             self.order.append(spec)
             self._emit("start", spec, {})
-            try:
-                worker = self._start_worker(spec)
-                self._workers[spec] = worker
-                worker.send({"cmd": "prepare", "spec": spec.to_dict()})
-            except WorkerFailure as exc:
-                _fail(self.results[spec], exc)
-                self._done(spec)
+            self._ask(spec, lambda s=spec: start(s))
         # Every import finishes before the first set-up, so no set-up (its first step,
         # its equivalence steps, the step estimate blocks are cut by) runs beside one.
-        for spec in new:
-            if spec in self.finished:
-                continue
-            try:
-                self._workers[spec].receive(timeout=opts.setup_timeout)
-            except WorkerFailure as exc:
-                _fail(self.results[spec], exc)
-                self._done(spec)
+        for spec in [s for s in new if s not in self.finished]:
+            self._ask(spec, lambda s=spec: self._workers[s].receive(timeout=opts.setup_timeout))
         for spec in new:
             if spec in self.finished:
                 continue
@@ -222,12 +225,9 @@ class TrialGroup:
                 msg["weights_out"] = str(self._weights)
             else:
                 msg["weights_in"] = str(self._weights)
-            worker = self._workers[spec]
-            try:
-                reply = worker.request(msg, timeout=opts.setup_timeout)
-            except WorkerFailure as exc:
-                _fail(self.results[spec], exc)
-                self._done(spec)
+            reply = self._ask(spec, lambda s=spec, m=msg: self._workers[s].request(
+                m, timeout=opts.setup_timeout))
+            if reply is None:
                 continue
             if self._weights_source is None:
                 self._weights_source = spec
@@ -274,13 +274,10 @@ class TrialGroup:
         while self._comparable_rounds < options.max_rounds and self.live:
             rnd = self._rounds
             for spec in self.live:
-                try:
-                    reply = self._workers[spec].request(
-                        {"cmd": "measure", "whole_epochs": self._whole},
-                        timeout=options.block_timeout)
-                except WorkerFailure as exc:
-                    _fail(self.results[spec], exc)
-                    self._done(spec)
+                reply = self._ask(spec, lambda s=spec: self._workers[s].request(
+                    {"cmd": "measure", "whole_epochs": self._whole},
+                    timeout=options.block_timeout))
+                if reply is None:
                     continue
                 r = self.results[spec]
                 if "warmup_seconds" in reply:
