@@ -14,6 +14,7 @@ from devicebench.advisor.figures import DeviceFigures
 from devicebench.advisor.search import (
     CandidateOutcome,
     StartGroup,
+    block_timeout,
     default_rungs,
     engine_group,
     note_timing,
@@ -140,7 +141,7 @@ def final_options(budget_s: float, left_s: float) -> RunOptions:
     """The final comparison: at least 6 rounds in all, at most 30, until every CI is
     within 3% or ``left_s`` (what remains of the budget) has passed."""
     return RunOptions(min_rounds=6, max_rounds=30, budget_seconds=max(3.0, left_s),
-                      block_timeout=max(20.0, min(90.0, budget_s * 0.3)))
+                      block_timeout=block_timeout(budget_s))
 
 
 def _device_rate(spec: TrialSpec, figures: DeviceFigures | None
@@ -254,12 +255,11 @@ def advise_workload(
                               "faster" + (f"; measured speed-ups: {', '.join(measured)}"
                                           if measured else "")
                               + (f"; rejected: {'; '.join(rejected)}" if rejected else ""))
-    merged = dict(group.results)
     if base_row is not None:
         result.data_note = base_row.result.data_note
         rate, rate_source = _device_rate(baseline, figures)
         result.reasons = explain(Evidence(
-            baseline=base_row.result, results=merged, device_gflops=rate,
+            baseline=base_row.result, results=group.results, device_gflops=rate,
             device_rate_source=rate_source, figures=figures,
             cpu_flags=tuple(snapshot.host.cpu_flags), workload_tags=workload_tags))
         command = (f"`devicebench ops --backend {baseline.backend} --device "

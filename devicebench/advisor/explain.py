@@ -32,7 +32,7 @@ class Evidence:
     baseline: TrialResult
     results: dict[TrialSpec, TrialResult]
     device_gflops: float | None = None  # measured matmul rate of the baseline's device
-    device_rate_source: str = "measured now with numpy"
+    device_rate_source: str = "numpy matmul, measured now"
     figures: DeviceFigures | None = None  # the baseline device's stored `ops` figures
     cpu_flags: tuple[str, ...] = ()
     workload_tags: tuple[str, ...] = ()

@@ -154,10 +154,15 @@ def successive_halving(
     return alive[:keep_final], outcomes
 
 
+def block_timeout(budget_s: float) -> float:
+    """Seconds one round's block of one trial may take in a search of ``budget_s``."""
+    return max(20.0, min(90.0, budget_s * 0.3))
+
+
 def default_rungs(budget_s: float) -> list[RunOptions]:
     """Two pruning rungs of two interleaved rounds each (rounds count in total), in
     short K-step blocks: a slow candidate's whole epoch is not worth waiting for."""
-    short = dict(budget_seconds=budget_s, block_timeout=max(20.0, min(90.0, budget_s * 0.3)),
+    short = dict(budget_seconds=budget_s, block_timeout=block_timeout(budget_s),
                  whole_epoch_seconds=0.0)
     return [RunOptions(min_rounds=2, max_rounds=2, **short),
             RunOptions(min_rounds=4, max_rounds=4, **short)]

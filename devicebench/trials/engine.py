@@ -38,9 +38,9 @@ class RunOptions:
         setup_timeout: seconds for a worker's import, build, compile and warm-up.
         block_timeout: seconds for one round's block(s) of one trial.
         memory_limit_bytes: address-space limit added to each worker after import.
-        whole_epoch_seconds: when every trial's epoch is estimated shorter than this,
-            blocks are whole epochs (as the user's fit runs them); otherwise every trial
-            uses blocks of K steps (0: always K steps).
+        whole_epoch_seconds: when every live trial's epoch is estimated shorter than
+            this, blocks are whole epochs (as the user's fit runs them); otherwise every
+            trial uses blocks of K steps (0: always K steps). Decided at each measure.
         max_warmup_seconds: warm-up stops after this long even if not settled.
     """
 

@@ -90,7 +90,6 @@ class FakeGroup:
             if self.rounds_done >= options.min_rounds and (enough is None
                                                            or enough(self.results)):
                 break
-        self.ran = getattr(self, "ran", []) + [ran]
         return ran
 
     def finish(self, specs=None):
