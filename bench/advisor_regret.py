@@ -66,14 +66,26 @@ def main() -> None:
         print(f"{name}: sweep of {len(space)} configurations: set-up {setup_s:.0f} s, "
               f"{rounds} interleaved rounds: best {best.label} {safe[best] * 1e3:.3g} ms/step",
               flush=True)
+        # Screening's figure (set-up steps, one trial after another) against the sweep's
+        # (interleaved blocks): how far off a "4x slower" from the set-up steps can be.
+        print(f"    {'configuration':<45} {'ms/step':>9} {'set-up ms/step':>15} "
+              f"{'vs best: set-up':>16} {'interleaved':>12}")
+        best_setup = by[best].setup_step_seconds
         for s in sorted(safe, key=safe.get):
-            print(f"    {s.label:<45} {safe[s] * 1e3:9.3g} ms/step", flush=True)
+            su = by[s].setup_step_seconds
+            print(f"    {s.label:<45} {safe[s] * 1e3:9.3g} "
+                  f"{su * 1e3 if su else float('nan'):15.3g} "
+                  f"{su / best_setup if su and best_setup else float('nan'):15.1f}x "
+                  f"{safe[s] / safe[best]:11.1f}x", flush=True)
         for s, r in by.items():
             if s not in safe:
                 print(f"    {s.label:<45} rejected: {rejection(r, baseline)[:80]}")
         if pick not in safe:
             print(f"{name}: advise picked {pick.label}, which the sweep could not confirm")
             continue
+        screened = [o.spec.label for o in advice.outcomes if o.screened]
+        print(f"{name}: advise screened out {len(screened)} of {len(advice.outcomes)} "
+              f"candidates on their set-up steps: {', '.join(screened) or '-'}")
         regret = safe[pick] / safe[best] - 1
         ratio = advise_s / sweep_s
         print(f"{name}: advise picked {pick.label} ({advice.verdict[:80]}...)\n"

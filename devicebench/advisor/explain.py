@@ -7,7 +7,7 @@ nothing rather than guessing.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from devicebench.advisor.figures import DeviceFigures
 from devicebench.trials.result import TrialResult
@@ -48,16 +48,29 @@ def _step(r: TrialResult | None) -> float | None:
     return r.step_time.median
 
 
-def _pair(a: TrialResult | None, b: TrialResult | None) -> tuple[float, float] | None:
+class Pair(NamedTuple):
+    a: float  # median step time of the first trial
+    b: float  # ... and of the second, from steps measured the same way
+    cut: str  # epochs | steps | "" | setup
+
+    @property
+    def source(self) -> str:
+        """Where the two figures come from, when it is not the interleaved rounds."""
+        return (" — from their set-up steps, timed one trial after the other, not "
+                "interleaved" if self.cut == "setup" else "")
+
+
+def _pair(a: TrialResult | None, b: TrialResult | None) -> Pair | None:
     """Median step times of ``a`` and ``b`` from blocks cut the same way (whole epochs
     first): a candidate pruned on K-step blocks is compared with the baseline's K-step
-    blocks, never with its whole epochs."""
+    blocks, never with its whole epochs; one screened out before any timed round is
+    compared on both trials' set-up steps."""
     if a is None or b is None:
         return None
-    for cut in ("epochs", "steps", ""):
+    for cut in ("epochs", "steps", "", "setup"):
         x, y = a.median_step(cut), b.median_step(cut)
         if x and y:
-            return x, y
+            return Pair(x, y, cut)
     return None
 
 
@@ -142,7 +155,8 @@ def recurrent_loop(ev: Evidence) -> list[Reason]:
     pairs = [(p, r) for r in tf if (p := _pair(r, best_jax))]
     if not pairs:
         return []
-    (s_tf, s_jax), best_tf = min(pairs, key=lambda pr: pr[0][0])
+    pair, best_tf = min(pairs, key=lambda pr: pr[0].a)
+    s_tf, s_jax = pair.a, pair.b
     ratio = s_tf / s_jax
     if ratio < 1.5:
         return []
@@ -150,7 +164,7 @@ def recurrent_loop(ev: Evidence) -> list[Reason]:
         f"recurrent loop: on the TensorFlow backend Keras runs the RNN as a tf.while_loop "
         f"that launches a few tiny ops per timestep; the JAX backend compiles the whole loop "
         f"(lax.scan) into one XLA program: best TF {_ms(s_tf)}/step "
-        f"({best_tf.spec.label}) vs JAX {_ms(s_jax)}/step, {ratio:.1f}x"))]
+        f"({best_tf.spec.label}) vs JAX {_ms(s_jax)}/step, {ratio:.1f}x{pair.source}"))]
 
 
 def xla_cost(ev: Evidence) -> list[Reason]:
@@ -159,17 +173,18 @@ def xla_cost(ev: Evidence) -> list[Reason]:
         if spec.jit != "on" or spec.precision != "float32" or spec.backend == "jax":
             continue
         ref = _find(ev, spec, jit="auto") or _find(ev, spec, jit="off")
-        s_on, s_off = _pair(r, ref) or (None, None)
-        if s_on is None or s_off is None or ref is None:
+        pair = _pair(r, ref)
+        if pair is None or ref is None:
             if r.status != "ok" and r.error:
                 out.append(Reason("xla-failed", f"jit_compile=True on {spec.backend}: "
                                   f"{r.status}: {r.error.splitlines()[0]}"))
             continue
+        s_on, s_off = pair.a, pair.b
         extra = (r.first_step_seconds or 0) - (ref.first_step_seconds or 0)
         if s_on >= s_off:
             out.append(Reason("xla-slower", (
                 f"jit_compile=True on {spec.backend}/{spec.device} is {s_on / s_off:.1f}x "
-                f"slower per step here ({_ms(s_on)} vs {_ms(s_off)}) and costs "
+                f"slower per step here ({_ms(s_on)} vs {_ms(s_off)}{pair.source}) and costs "
                 f"{max(extra, 0):.1f} s more to compile: it never pays back on this machine")))
         else:
             saving = s_off - s_on
@@ -177,7 +192,8 @@ def xla_cost(ev: Evidence) -> list[Reason]:
             epochs = steps / max(r.steps_per_epoch, 1)
             out.append(Reason("xla-payback", (
                 f"jit_compile=True on {spec.backend}/{spec.device}: {s_off / s_on:.1f}x faster "
-                f"per step ({_ms(s_on)} vs {_ms(s_off)}); its extra {max(extra, 0):.1f} s of "
+                f"per step ({_ms(s_on)} vs {_ms(s_off)}{pair.source}); its extra "
+                f"{max(extra, 0):.1f} s of "
                 f"compilation is paid back after {steps:,.0f} steps ({epochs:.2g} epochs)")))
     return out
 
@@ -188,10 +204,10 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
     for spec, r in ev.results.items():
         if spec.precision == "float32":
             continue
-        ref = _find(ev, spec, precision="float32")
-        s_mp, s_32 = _pair(r, ref) or (None, None)
-        if s_mp is None or s_32 is None:
+        pair = _pair(r, _find(ev, spec, precision="float32"))
+        if pair is None:
             continue
+        s_mp, s_32 = pair.a, pair.b
         if spec.device == "cpu":
             if spec.precision == "mixed_float16":
                 hw = ("this CPU has AVX512-FP16, but most float16 kernels still convert to "
@@ -208,11 +224,13 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
         if s_mp >= s_32:
             out.append(Reason("mixed-precision-slower", (
                 f"{spec.precision} on {spec.backend}/{spec.device} is {s_mp / s_32:.1f}x "
-                f"slower per step ({_ms(s_mp)} vs {_ms(s_32)} in float32): {hw}")))
+                f"slower per step ({_ms(s_mp)} vs {_ms(s_32)} in float32{pair.source}): "
+                f"{hw}")))
         else:
             out.append(Reason("mixed-precision-faster", (
                 f"{spec.precision} on {spec.backend}/{spec.device} is {s_32 / s_mp:.1f}x "
-                f"faster per step ({_ms(s_mp)} vs {_ms(s_32)}): {hw}; it changes the "
+                f"faster per step ({_ms(s_mp)} vs {_ms(s_32)}{pair.source}): {hw}; it "
+                "changes the "
                 f"math — loss verdict: {r.loss_verdict} ({r.loss_detail})")))
     return out
 
@@ -245,23 +263,23 @@ def pipeline_and_threads(ev: Evidence) -> list[Reason]:
     out = []
     for spec, r in ev.results.items():
         if spec.pipeline == "tf.data":
-            ref = _find(ev, spec, pipeline="arrays")
-            a, b = _pair(r, ref) or (None, None)
-            if a and b:
+            pair = _pair(r, _find(ev, spec, pipeline="arrays"))
+            if pair:
+                a, b = pair.a, pair.b
                 word = "faster" if a < b else "no faster"
                 out.append(Reason("input-pipeline", (
                     f"tf.data with prefetch is {word} than NumPy arrays on {spec.backend} "
-                    f"({_ms(a)} vs {_ms(b)} per step): "
+                    f"({_ms(a)} vs {_ms(b)} per step{pair.source}): "
                     + ("the input was part of the step time" if a < 0.95 * b else
                        "training is not waiting for input here"))))
         if spec.threads == 1:
-            ref = _find(ev, spec, threads=None)
-            a, b = _pair(r, ref) or (None, None)
-            if a and b and a < 0.95 * b:
+            pair = _pair(r, _find(ev, spec, threads=None))
+            if pair and pair.a < 0.95 * pair.b:
+                a, b = pair.a, pair.b
                 out.append(Reason("threads", (
                     f"one intra-op thread is {b / a:.1f}x faster than all cores on "
-                    f"{spec.backend} ({_ms(a)} vs {_ms(b)}): the ops are too small to split, "
-                    "so handing them to a thread pool costs more than it saves")))
+                    f"{spec.backend} ({_ms(a)} vs {_ms(b)}{pair.source}): the ops are too "
+                    "small to split, so handing them to a thread pool costs more than it saves")))
     return out
 
 

@@ -1,8 +1,10 @@
-"""Find the fastest safe configuration: successive halving, then an interleaved final.
+"""Find the fastest safe configuration: screening, successive halving, an interleaved final.
 
-Every candidate is set up once beside the baseline; each rung gives the live ones two
-more interleaved rounds and keeps the faster half; the finalists' workers go on into
-the final comparison (more rounds) until their CIs are tight or the budget ends.
+Every candidate is set up once beside the baseline; one whose set-up steps were already
+SCREEN_FACTOR times slower than the fastest trial's is dropped untimed (screened); each
+rung gives the live ones two more interleaved rounds and keeps the faster half; the
+finalists' workers go on into the final comparison (more rounds) until their CIs are
+tight or the budget ends.
 Unsafe candidates (crashed, NaN, or a different loss) are rejected with the reason as
 soon as it is known.
 """
@@ -20,6 +22,12 @@ from devicebench.trials.engine import RunOptions, TrialGroup
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
+# A candidate whose set-up steps took this many times the fastest trial's is not timed.
+# Those steps (synced train_on_batch calls; short fits on JAX, whose train_on_batch has
+# its own overhead) are timed one trial after another, not interleaved;
+# bench/advisor_regret.py prints them beside the interleaved figures.
+SCREEN_FACTOR = 4.0
+
 
 @dataclass
 class CandidateOutcome:
@@ -28,17 +36,19 @@ class CandidateOutcome:
     spec: TrialSpec
     rung: int  # the last rung it was measured in
     median_step_s: float | None = None
-    blocks_cut: str = ""  # how the blocks behind median_step_s were cut (steps | epochs)
+    # What median_step_s comes from: blocks of K steps | whole epochs | the set-up's steps
+    blocks_cut: str = ""  # steps | epochs | setup
     speedup: float | None = None  # vs the baseline in the same rounds (>1: faster)
     rejected: str = ""  # why it can never be recommended ("" = safe so far)
     pruned: bool = False  # slower than the survivors of its rung
+    screened: bool = False  # pruned before any timed round, on its set-up steps
     final: bool = False  # measured in the final, interleaved comparison
 
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec.to_dict(), "label": self.spec.label, "rung": self.rung,
                 "median_step_s": self.median_step_s, "blocks_cut": self.blocks_cut,
                 "speedup_vs_baseline": self.speedup, "rejected": self.rejected,
-                "pruned": self.pruned, "final": self.final}
+                "pruned": self.pruned, "screened": self.screened, "final": self.final}
 
 
 def rejection(result: TrialResult, baseline: TrialSpec) -> str:
@@ -84,6 +94,29 @@ def note_timing(out: CandidateOutcome, r: TrialResult, base: TrialResult | None)
     out.speedup = ratio.value if ratio else None
 
 
+def screen(baseline: TrialSpec, candidates: list[TrialSpec],
+           results: dict[TrialSpec, TrialResult], outcomes: dict[TrialSpec, CandidateOutcome],
+           factor: float = SCREEN_FACTOR) -> list[TrialSpec]:
+    """The candidates whose set-up steps took at least ``factor`` times the fastest
+    trial's (the baseline included): marked screened, with their set-up figures (the
+    only ones they will have); the caller finishes them."""
+    steps = {s: r.setup_step_seconds for s in [baseline, *candidates]
+             if (r := results.get(s)) is not None and r.setup_step_seconds}
+    if not steps:
+        return []
+    fastest = min(steps.values())
+    base = steps.get(baseline)
+    out = []
+    for spec in candidates:
+        if spec in steps and steps[spec] >= factor * fastest:
+            o = outcomes[spec]
+            o.pruned = o.screened = True
+            o.median_step_s, o.blocks_cut = steps[spec], "setup"
+            o.speedup = base / steps[spec] if base else None
+            out.append(spec)
+    return out
+
+
 def successive_halving(
     baseline: TrialSpec,
     candidates: list[TrialSpec],
@@ -97,8 +130,9 @@ def successive_halving(
 ) -> tuple[list[TrialSpec], dict[TrialSpec, CandidateOutcome]]:
     """Prune ``candidates`` rung by rung; the baseline is measured in every round.
 
-    Every candidate is set up once (in ``group``, beside the baseline); a rung gives the
-    live ones more interleaved rounds, ranks them on all their rounds so far, and
+    Every candidate is set up once (in ``group``, beside the baseline); one already
+    SCREEN_FACTOR times slower than the fastest in its set-up steps is finished untimed;
+    a rung gives the live ones more interleaved rounds, ranks them on all their rounds so far, and
     finishes (stops) the slower ones and the unsafe ones. Survivors keep their workers:
     the final comparison is more rounds of the same processes, never a second set-up.
     A candidate whose loss already differs after the equivalence steps is dropped before
@@ -130,6 +164,10 @@ def successive_halving(
         return safe
 
     alive = drop_unsafe(list(candidates), 0)
+    # Far slower already in its set-up steps: not worth a timed round.
+    screened = screen(baseline, alive, group.results, outcomes)
+    group.finish(screened)
+    alive = [s for s in alive if s not in screened]
     rung_s = 0.0
     for rung, options in enumerate(rung_options):
         if len(alive) <= keep_final:
@@ -175,6 +213,7 @@ def engine_group(on_result: Callable[[TrialResult], None] | None = None,
     def start(reference: TrialSpec, options: RunOptions,
               equivalence_seconds: float | None) -> Group:
         return TrialGroup(reference, options, equivalence_seconds=equivalence_seconds,
+                          screen_factor=SCREEN_FACTOR,
                           on_result=on_result, on_event=on_event)
 
     return start

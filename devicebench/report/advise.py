@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from devicebench.advisor.advice import AdviceResult
+from devicebench.advisor.search import SCREEN_FACTOR
 from devicebench.report.console import make_console
 from devicebench.report.run import fmt_seconds, render_comparison
 
@@ -18,19 +19,24 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
               f"{advice.baseline.label}; {advice.elapsed_s:.0f} s of a {advice.budget_s:.0f} s "
               "budget")
     if not brief:
-        table = Table(title="Candidates (successive halving; where each was last measured, "
-                      "its median step time and speed-up over the baseline in the same "
-                      "rounds)", title_justify="left")
+        table = Table(title="Candidates (screening, successive halving; where each was last "
+                      "measured, its median step time and speed-up over the baseline in the "
+                      "same rounds)", title_justify="left")
         for col in ("candidate", "measured in", "step time", "vs baseline", "outcome"):
             table.add_column(col, overflow="fold")
         ranked = sorted(advice.outcomes, key=lambda o: (
             bool(o.rejected), not o.final, -(o.speedup or 0.0)))
         for o in ranked:
             outcome = (f"[red]rejected[/]: {o.rejected}" if o.rejected else
-                       "pruned (slower)" if o.pruned else "finalist")
-            where = "final" if o.final else f"rung {o.rung}"
-            if o.blocks_cut:
-                where += f" ({'whole epochs' if o.blocks_cut == 'epochs' else 'K-step blocks'})"
+                       f"screened (≥ {SCREEN_FACTOR:g}x slower than the fastest in set-up)"
+                       if o.screened else "pruned (slower)" if o.pruned else "finalist")
+            if o.screened:
+                where = "set-up steps (one after another, not interleaved)"
+            else:
+                where = "final" if o.final else f"rung {o.rung}"
+                if o.blocks_cut:
+                    cut = "whole epochs" if o.blocks_cut == "epochs" else "K-step blocks"
+                    where += f" ({cut})"
             table.add_row(o.spec.label, where, fmt_seconds(o.median_step_s),
                           f"{o.speedup:.2f}x" if o.speedup else "-", outcome)
         con.print(table)

@@ -114,6 +114,7 @@ class TrialGroup:
         options: RunOptions = RunOptions(),
         *,
         equivalence_seconds: float | None = None,
+        screen_factor: float | None = None,
         start_worker: Callable[[TrialSpec], Worker] = start_process_worker,
         on_event: Event | None = None,
         on_result: Callable[[TrialResult], None] | None = None,
@@ -123,10 +124,14 @@ class TrialGroup:
                 weights are copied to every other trial.
             options: set-up settings (equivalence steps, timeouts, memory limit, warm-up).
             equivalence_seconds: cap on each trial's equivalence steps (None: all run).
+            screen_factor: a trial (not the reference) whose set-up steps already take
+                this many times the fastest set-up step so far stops its equivalence
+                steps early: a search that screens on set-up steps will not time it.
         """
         self.reference = reference
         self.options = options
         self.equivalence_seconds = equivalence_seconds
+        self.screen_factor = screen_factor
         self._start_worker = start_worker
         self._emit = on_event or (lambda *a: None)
         self._on_result = on_result
@@ -225,6 +230,10 @@ class TrialGroup:
                 msg["weights_out"] = str(self._weights)
             else:
                 msg["weights_in"] = str(self._weights)
+            fastest = min((r.setup_step_seconds for r in self.results.values()
+                           if r.setup_step_seconds), default=None)
+            if self.screen_factor and fastest and spec != self.reference:
+                msg["screen_step_seconds"] = self.screen_factor * fastest
             reply = self._ask(spec, lambda s=spec, m=msg: self._workers[s].request(
                 m, timeout=opts.setup_timeout))
             if reply is None:
@@ -236,7 +245,8 @@ class TrialGroup:
             for key in ("import_seconds", "setup_seconds", "first_step_seconds",
                         "batch_size", "steps_per_epoch", "flops_per_step",
                         "loss_checkpoints", "equivalence_losses", "jit_resolved",
-                        "data_note", "placement", "input_seconds_per_batch"):
+                        "data_note", "placement", "input_seconds_per_batch",
+                        "setup_step_seconds", "setup_steps", "setup_step_method"):
                 if key in reply:
                     setattr(r, key, reply[key])
             if spec != self._weights_source:

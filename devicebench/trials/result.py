@@ -49,6 +49,12 @@ class TrialResult:
     data_note: str = ""
     placement: dict[str, Any] = field(default_factory=dict)  # TF: ops per device, step 1
     input_seconds_per_batch: float | None = None  # the input pipeline alone, per batch
+    # The set-up's step time, timed one trial after another, not interleaved (a
+    # screening figure): the median of its equivalence steps after the first (synced
+    # train_on_batch calls), or, where those carry their own overhead (JAX), short fits.
+    setup_step_seconds: float | None = None
+    setup_steps: int = 0  # equivalence steps timed (the first excluded)
+    setup_step_method: str = ""  # train_on_batch | fit
     blocks_cut: str = ""  # "epochs" (whole epochs per block) | "steps" (K full batches)
     # Blocks cut the other way before a search switched (raw, as block_seconds/rounds
     # with their "cut" and "steps_per_block"): comparisons with trials pruned then.
@@ -67,9 +73,12 @@ class TrialResult:
         return summarize(self.step_samples) if self.block_seconds else None
 
     def median_step(self, cut: str) -> float | None:
-        """Median step time from blocks cut ``cut`` way (current or earlier blocks)."""
+        """Median step time from blocks cut ``cut`` way (current or earlier blocks);
+        ``cut="setup"``: the set-up's equivalence steps (not interleaved)."""
         if self.status != "ok":
             return None
+        if cut == "setup":
+            return self.setup_step_seconds
         if self.block_seconds and self.blocks_cut == cut:
             return self.step_time.median
         e = self.earlier_blocks

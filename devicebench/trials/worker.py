@@ -34,6 +34,19 @@ CHECKPOINT_STEPS = (1, 10, 25, 50, 100, 200)
 MAX_EPOCHS_PER_BLOCK = 8
 # Fewest equivalence steps a time cap may leave (a slow candidate still gets a loss check).
 MIN_EQUIVALENCE_STEPS = 10
+# Steps (the first included) after which a trial already slower than the parent's
+# screening threshold stops its equivalence steps: it will not be timed.
+SCREEN_MIN_STEPS = 5
+# Below this per-step time, on a backend whose train_on_batch calls carry their own
+# overhead (``TRAIN_ON_BATCH_OVERHEAD`` in its module: JAX), the step estimate is
+# measured again with short fits. Not on TensorFlow: its set-up steps are within ~15% of
+# its fit steps, and its short fits vary too much (3-6.5 ms for a 4.9 ms step).
+REFINE_BELOW_SECONDS = 0.05
+REFINE_SECONDS = 0.05  # each of the refining fits runs about this long
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 class NonFiniteLoss(Exception):
@@ -70,12 +83,15 @@ class TrialSession:
     def setup(self, weights_in: str | None = None, weights_out: str | None = None,
               equivalence_steps: int = 50, equivalence_seconds: float | None = None,
               memory_limit_bytes: int | None = None,
-              max_warmup_seconds: float = 60.0) -> dict[str, Any]:
-        """Build, compile and run the equivalence steps.
+              max_warmup_seconds: float = 60.0,
+              screen_step_seconds: float | None = None) -> dict[str, Any]:
+        """Build, compile, run the equivalence steps, and estimate the step time.
 
         ``equivalence_seconds`` caps those steps by time (at least MIN_EQUIVALENCE_STEPS
         run): a candidate that is 50x slower is not worth 50 full steps of checking; the
-        comparison then covers the steps both trials ran, and says how many.
+        comparison then covers the steps both trials ran, and says how many. A trial
+        whose steps already take ``screen_step_seconds`` (the parent's screening
+        threshold) stops after SCREEN_MIN_STEPS: it will not be timed.
         """
         spec = self.spec
         import_seconds = self.prepare()["import_seconds"]
@@ -125,6 +141,9 @@ class TrialSession:
             if (equivalence_seconds is not None and i >= MIN_EQUIVALENCE_STEPS
                     and time.perf_counter() - t_eq > equivalence_seconds):
                 break
+            if (screen_step_seconds is not None and i >= SCREEN_MIN_STEPS
+                    and _median(losses_times[1:]) >= screen_step_seconds):
+                break
             lo = (i % self.steps_per_epoch) * self.batch
             if audit and i == 0:
                 self.backend.start_placement_audit()  # where the first step's ops run
@@ -158,11 +177,44 @@ class TrialSession:
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
         reply["input_seconds_per_batch"] = self._time_input_pipeline()
         self._max_warmup_seconds = max_warmup_seconds
-        # Synced train_on_batch steps overestimate a fit step, so blocks err long.
-        typical = sorted(losses_times[1:] or losses_times or [TARGET_BLOCK_SECONDS])
-        self._step_estimate = typical[len(typical) // 2]
+        # Synced train_on_batch steps overestimate a fit step (blocks then err long);
+        # a fast one is measured again as fit runs it.
+        self._step_estimate = _median(losses_times[1:] or losses_times
+                                      or [TARGET_BLOCK_SECONDS])
+        if losses_times[1:]:  # the set-up's own step time (median, first step excluded)
+            reply["setup_steps"] = len(losses_times) - 1
+            reply["setup_step_method"] = "train_on_batch"
+            if (self._step_estimate < REFINE_BELOW_SECONDS
+                    and getattr(self.backend, "TRAIN_ON_BATCH_OVERHEAD", False)):
+                self._step_estimate = self._fit_step_seconds(self._step_estimate)
+                reply["setup_step_method"] = "fit"
+            reply["setup_step_seconds"] = self._step_estimate
         reply["epoch_estimate_seconds"] = self._step_estimate * self.steps_per_epoch
         return reply
+
+    def _fit_step_seconds(self, estimate: float) -> float:
+        """Seconds per step inside ``fit``: short fits of n and 2n full batches (after
+        one of n that pays any start-up of fit's own path), the difference divided by
+        n, so fit's per-call overhead cancels out."""
+        full = len(self.x) // self.batch if self.spec.pipeline != "tf.data" else 10**9
+        if full < 2:
+            return estimate
+        n = max(1, min(full // 2, math.ceil(REFINE_SECONDS / estimate)))
+
+        def fit(steps: int) -> float:
+            t0 = time.perf_counter()
+            if self.spec.pipeline == "tf.data":
+                self.model.fit(self.dataset, epochs=1, steps_per_epoch=steps, verbose=0)
+            else:
+                rows = steps * self.batch
+                self.model.fit(self.x[:rows], self.y[:rows], batch_size=self.batch,
+                               epochs=1, verbose=0, shuffle=False)
+            return time.perf_counter() - t0
+
+        fit(n)
+        t1, t2 = fit(n), fit(2 * n)
+        slope = (t2 - t1) / n
+        return slope if slope > 0 else t2 / (2 * n)
 
     def _time_input_pipeline(self, budget_s: float = 0.15) -> float | None:
         """Seconds per batch of the input pipeline alone, built as ``fit`` builds it
@@ -362,7 +414,7 @@ def main(argv: list[str]) -> int:
                     continue
                 opts = {k: msg[k] for k in ("weights_in", "weights_out", "equivalence_steps",
                                             "equivalence_seconds", "memory_limit_bytes",
-                                            "max_warmup_seconds")
+                                            "max_warmup_seconds", "screen_step_seconds")
                         if k in msg}
                 channel.send({"ok": True, **session.setup(**opts)})
                 continue

@@ -182,3 +182,31 @@ def test_a_live_group_prunes_a_trial_and_switches_how_blocks_are_cut(tmp_path):
         assert len(r.block_seconds) == 3 and r.block_rounds == [2, 3, 4]
         group.finish()
     assert [x.spec for x in stored] == [other, base] and r.status == "ok"
+
+
+@requires_tf
+@requires_jax
+def test_set_up_step_times_and_early_stop_under_a_screening_threshold():
+    """Each trial's set-up times its steps (on JAX, whose train_on_batch copies every
+    variable each call, with short fits); under a screening threshold a trial already
+    slower stops its equivalence steps early and its loss verdict says over how many."""
+    from devicebench.trials.engine import RunOptions, TrialGroup
+    from devicebench.trials.spec import TrialSpec
+    from devicebench.trials.worker import SCREEN_MIN_STEPS
+
+    base = TrialSpec(f"{W}:tiny")
+    jax, xla = base.with_(backend="jax"), base.with_(jit="on")
+    with TrialGroup(base, RunOptions(equivalence_steps=30, max_warmup_seconds=1)) as group:
+        group.add([base, jax])
+        r = group.results
+        assert r[base].setup_step_method == "train_on_batch" and r[base].setup_steps == 29
+        assert r[jax].setup_step_method == "fit" and r[jax].setup_step_seconds > 0
+        assert r[jax].loss_verdict == "same" and "of 30" in r[jax].loss_detail
+    # A threshold no step can be under (a factor of 1e-9 x the fastest so far).
+    with TrialGroup(base, RunOptions(equivalence_steps=30, max_warmup_seconds=1),
+                    screen_factor=1e-9) as group:
+        group.add([base, xla])
+        r = group.results
+        assert len(r[base].equivalence_losses) == 30  # the reference is never cut short
+        assert len(r[xla].equivalence_losses) == SCREEN_MIN_STEPS
+        assert r[xla].loss_verdict == "same" and f"of {SCREEN_MIN_STEPS}" in r[xla].loss_detail

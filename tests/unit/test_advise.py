@@ -49,8 +49,11 @@ DRIFT = [1.0, 1.1, 0.95, 1.05, 1.0, 0.9, 1.2]
 class FakeGroup:
     """Synthetic timings in place of worker processes; records what each rung measured."""
 
-    def __init__(self, steps=None, *, nan=frozenset(), crash=frozenset(), verdicts=None):
+    def __init__(self, steps=None, *, nan=frozenset(), crash=frozenset(), verdicts=None,
+                 setup_bias: float | None = None):
         self.steps = steps or STEPS
+        # Set-up step times (train_on_batch, biased long) = step x setup_bias; None: none.
+        self.setup_bias = setup_bias
         self.nan, self.crash, self.verdicts = nan, crash, verdicts or {}
         self.results: dict[TrialSpec, TrialResult] = {}
         self.order: list[TrialSpec] = []
@@ -74,7 +77,9 @@ class FakeGroup:
             self.results[s] = TrialResult(
                 s, steps_per_block=10, batch_size=32, steps_per_epoch=219,
                 loss_verdict="nan" if s in self.nan else verdict, first_step_seconds=1.0,
-                flops_per_step=28_800, loss_detail="max relative difference 1e-07")
+                flops_per_step=28_800, loss_detail="max relative difference 1e-07",
+                setup_step_seconds=self.steps.get(s, 0.02) * self.setup_bias
+                if self.setup_bias else None)
 
     def measure(self, options, enough=None):
         live = self.live
@@ -122,6 +127,43 @@ def test_successive_halving_keeps_the_fastest_and_always_measures_the_baseline()
     # their rounds from the rungs kept (5 = 2 + 3).
     assert fake.live == [BASE, *finalists]
     assert fake.results[finalists[0]].block_rounds == [0, 1, 2, 3, 4]
+
+
+def test_screening_finishes_candidates_far_slower_in_their_set_up_steps_untimed():
+    steps = {BASE: 0.007, BASE.with_(backend="jax"): 0.002, BASE.with_(jit="on"): 0.0079,
+             BASE.with_(backend="torch"): 0.0081, BASE.with_(precision="mixed_float16"): 0.02}
+    cands = [s for s in steps if s != BASE]
+    fake = FakeGroup(steps, setup_bias=1.5)
+    finalists, outcomes = successive_halving(
+        BASE, cands, fake, rung_options=[RunOptions(max_rounds=2, min_rounds=2)])
+    # 4x the fastest (jax, 2 ms) is 8 ms: torch (8.1) and float16 (20) are screened out,
+    # jit=on (7.9) is not; the baseline never is.
+    screened = {s for s, o in outcomes.items() if o.screened}
+    assert screened == {BASE.with_(backend="torch"), BASE.with_(precision="mixed_float16")}
+    assert all(outcomes[s].pruned and outcomes[s].blocks_cut == "setup" for s in screened)
+    assert outcomes[BASE.with_(backend="torch")].speedup == pytest.approx(0.007 / 0.0081)
+    assert all(s not in call for s in screened for call in fake.calls)
+    assert screened <= fake.finished and BASE in fake.live
+    # jax and jit=on are few enough to go straight on to the final: no rung was run.
+    assert finalists == [BASE.with_(backend="jax"), BASE.with_(jit="on")] and not fake.calls
+    # Without set-up figures nothing is screened.
+    _, outcomes = successive_halving(BASE, cands, FakeGroup(steps),
+                                     rung_options=[RunOptions(max_rounds=2, min_rounds=2)])
+    assert not any(o.screened for o in outcomes.values())
+
+
+def test_a_screened_candidates_reasons_quote_its_set_up_steps():
+    base = TrialSpec("mnist-cnn")
+    res = {base: _result(base, 0.019, flops=None),
+           base.with_(jit="on"): TrialResult(base.with_(jit="on"), first_step_seconds=3.0)}
+    res[base].setup_step_seconds = 0.025
+    res[base.with_(jit="on")].setup_step_seconds = 0.1
+    text = {r.id: r.text for r in explain(Evidence(baseline=res[base], results=res))}
+    assert "4.0x slower" in text["xla-slower"] and "set-up steps" in text["xla-slower"]
+    # Measured in the same rounds, the interleaved blocks are used, not the set-up steps.
+    res[base.with_(jit="on")] = _result(base.with_(jit="on"), 0.057, flops=None)
+    text = {r.id: r.text for r in explain(Evidence(baseline=res[base], results=res))}
+    assert "3.0x slower" in text["xla-slower"] and "set-up" not in text["xla-slower"]
 
 
 def test_nan_and_crashed_candidates_are_rejected_with_the_reason():
