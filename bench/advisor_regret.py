@@ -79,7 +79,11 @@ def main() -> None:
                   f"{safe[s] / safe[best]:11.1f}x", flush=True)
         for s, r in by.items():
             if s not in safe:
-                print(f"    {s.label:<45} rejected: {rejection(r, baseline)[:80]}")
+                print(f"    {s.label:<45} rejected: {rejection(r, baseline)[:80]} "
+                      f"(after {len(r.block_seconds)} timed blocks)")
+                if r.status in ("timeout", "crashed") and r.stderr_tail.strip():
+                    print("        its stderr ends: "
+                          + r.stderr_tail.strip()[-400:].replace("\n", "\n        "))
         if pick not in safe:
             print(f"{name}: advise picked {pick.label}, which the sweep could not confirm")
             continue
