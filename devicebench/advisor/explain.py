@@ -146,7 +146,8 @@ def dispatch_cost(ev: Evidence) -> list[Reason]:
 def recurrent_loop(ev: Evidence) -> list[Reason]:
     if "recurrent" not in ev.workload_tags:
         return []
-    tf = [r for s, r in ev.results.items() if s.backend == "tensorflow" and _step(r)]
+    # A TF trial screened out on its set-up steps is compared on set-up steps.
+    tf = [r for s, r in ev.results.items() if s.backend == "tensorflow" and r.status == "ok"]
     jx = [r for s, r in ev.results.items() if s.backend == "jax" and s.jit != "off"
           and s.precision == "float32" and _step(r)]
     if not tf or not jx:
@@ -155,7 +156,7 @@ def recurrent_loop(ev: Evidence) -> list[Reason]:
     pairs = [(p, r) for r in tf if (p := _pair(r, best_jax))]
     if not pairs:
         return []
-    pair, best_tf = min(pairs, key=lambda pr: pr[0].a)
+    pair, best_tf = min(pairs, key=lambda pr: pr[0].a / pr[0].b)
     s_tf, s_jax = pair.a, pair.b
     ratio = s_tf / s_jax
     if ratio < 1.5:

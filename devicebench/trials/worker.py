@@ -135,6 +135,7 @@ class TrialSession:
         losses: list[float] = []
         losses_times: list[float] = []
         audit = spec.backend == "tensorflow"
+        overhead = getattr(self.backend, "TRAIN_ON_BATCH_OVERHEAD", False)
         placement: dict[str, Any] = {}
         t_eq = time.perf_counter()
         for i in range(equivalence_steps):
@@ -142,8 +143,9 @@ class TrialSession:
                     and time.perf_counter() - t_eq > equivalence_seconds):
                 break
             if (screen_step_seconds is not None and i >= SCREEN_MIN_STEPS
-                    and _median(losses_times[1:]) >= screen_step_seconds):
-                break
+                    and (typical := _median(losses_times[1:])) >= screen_step_seconds
+                    and not (overhead and typical < REFINE_BELOW_SECONDS)):
+                break  # (a step that short on JAX is measured again below, with fits)
             lo = (i % self.steps_per_epoch) * self.batch
             if audit and i == 0:
                 self.backend.start_placement_audit()  # where the first step's ops run
@@ -184,8 +186,7 @@ class TrialSession:
         if losses_times[1:]:  # the set-up's own step time (median, first step excluded)
             reply["setup_steps"] = len(losses_times) - 1
             reply["setup_step_method"] = "train_on_batch"
-            if (self._step_estimate < REFINE_BELOW_SECONDS
-                    and getattr(self.backend, "TRAIN_ON_BATCH_OVERHEAD", False)):
+            if overhead and self._step_estimate < REFINE_BELOW_SECONDS:
                 self._step_estimate = self._fit_step_seconds(self._step_estimate)
                 reply["setup_step_method"] = "fit"
             reply["setup_step_seconds"] = self._step_estimate

@@ -164,6 +164,15 @@ def test_a_screened_candidates_reasons_quote_its_set_up_steps():
     res[base.with_(jit="on")] = _result(base.with_(jit="on"), 0.057, flops=None)
     text = {r.id: r.text for r in explain(Evidence(baseline=res[base], results=res))}
     assert "3.0x slower" in text["xla-slower"] and "set-up" not in text["xla-slower"]
+    # The best TF trial against JAX may be one screened out: compared on set-up steps.
+    jax, xla = BASE.with_(backend="jax"), BASE.with_(jit="on")
+    res = {BASE: _result(BASE, 0.007), jax: _result(jax, 0.0003),
+           xla: TrialResult(xla, setup_step_seconds=0.0024)}
+    res[BASE].setup_step_seconds, res[jax].setup_step_seconds = 0.0075, 0.0004
+    text = {r.id: r.text for r in explain(Evidence(baseline=res[BASE], results=res,
+                                                   workload_tags=("recurrent",)))}
+    assert "(tensorflow/cpu jit=on)" in text["recurrent-loop"]
+    assert "6.0x" in text["recurrent-loop"] and "set-up steps" in text["recurrent-loop"]
 
 
 def test_nan_and_crashed_candidates_are_rejected_with_the_reason():
