@@ -31,6 +31,20 @@ from devicebench.trials.spec import TrialSpec
 from devicebench.workloads import get_workload
 
 SWEEP_BUDGET_S = 3600.0  # no budget in practice: CIs or 30 rounds end the sweep
+STALL = 3.0  # a block over 3x its trial's median block: a stall (see stall_seconds)
+
+
+def stall_seconds(results) -> float:
+    """Seconds that blocks over STALL x their trial's median block added. Here those are
+    TensorFlow's input pipeline resuming after a pause (a trial waits while the others
+    measure; tf.data's autotuned prefetch then stalls its first step, CPU idle, for
+    seconds): an artifact of interleaving that a user's uninterrupted fit never sees."""
+    total = 0.0
+    for r in results:
+        if len(r.block_seconds) >= 3:
+            med = sorted(r.block_seconds)[len(r.block_seconds) // 2]
+            total += sum(b - med for b in r.block_seconds if b > STALL * med)
+    return total
 
 
 def main() -> None:
@@ -43,9 +57,11 @@ def main() -> None:
         w = get_workload(name)
         baseline = TrialSpec(name)
         t0 = time.monotonic()
+        advised = []
         advice = advise_workload(name, snap, baseline=baseline, budget_s=args.budget,
                                  workload_batch_size=w.batch_size, workload_tags=w.tags,
-                                 workload_flops_per_step=w.flops_per_step())
+                                 workload_flops_per_step=w.flops_per_step(),
+                                 on_result=advised.append)
         advise_s = time.monotonic() - t0
         pick = advice.recommended or baseline
         space = [baseline, *candidate_space(
@@ -96,6 +112,11 @@ def main() -> None:
               f"{name}: regret {regret:.1%} ({'within' if regret <= 0.05 else 'OUTSIDE'} 5%); "
               f"advise took {advise_s:.0f} s vs sweep {sweep_s:.0f} s = {ratio:.0%} "
               f"({'within' if ratio <= 0.25 else 'OUTSIDE'} 25%)", flush=True)
+        stall_a, stall_s = stall_seconds(advised), stall_seconds(by.values())
+        print(f"{name}: stalled blocks (> {STALL:g}x their trial's median) added "
+              f"{stall_a:.0f} s to advise and {stall_s:.0f} s to the sweep; without them "
+              f"{advise_s - stall_a:.0f} s vs {sweep_s - stall_s:.0f} s = "
+              f"{(advise_s - stall_a) / (sweep_s - stall_s):.0%}", flush=True)
 
 
 if __name__ == "__main__":

@@ -193,8 +193,10 @@ def successive_halving(
 
 
 def block_timeout(budget_s: float) -> float:
-    """Seconds one round's block of one trial may take in a search of ``budget_s``."""
-    return max(20.0, min(90.0, budget_s * 0.3))
+    """Seconds one round's block of one trial may take in a search of ``budget_s``. At
+    least 60 s: TensorFlow's autotuned input pipeline, resumed after its trial waited
+    for the others' blocks, stalls (CPU idle) for up to ~25 s here; a stall is not a hang."""
+    return max(60.0, min(120.0, budget_s * 0.5))
 
 
 def default_rungs(budget_s: float) -> list[RunOptions]:
