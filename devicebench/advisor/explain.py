@@ -194,8 +194,8 @@ def xla_cost(ev: Evidence) -> list[Reason]:
             out.append(Reason("xla-payback", (
                 f"jit_compile=True on {spec.backend}/{spec.device}: {s_off / s_on:.1f}x faster "
                 f"per step ({_ms(s_on)} vs {_ms(s_off)}{pair.source}); its extra "
-                f"{max(extra, 0):.1f} s of "
-                f"compilation is paid back after {steps:,.0f} steps ({epochs:.2g} epochs)")))
+                f"{max(extra, 0):.1f} s of compilation is paid back after {steps:,.0f} "
+                f"steps ({epochs:.2g} epochs)")))
     return out
 
 
@@ -230,9 +230,8 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
         else:
             out.append(Reason("mixed-precision-faster", (
                 f"{spec.precision} on {spec.backend}/{spec.device} is {s_32 / s_mp:.1f}x "
-                f"faster per step ({_ms(s_mp)} vs {_ms(s_32)}{pair.source}): {hw}; it "
-                "changes the "
-                f"math — loss verdict: {r.loss_verdict} ({r.loss_detail})")))
+                f"faster per step ({_ms(s_mp)} vs {_ms(s_32)}{pair.source}): {hw}; "
+                f"it changes the math — loss verdict: {r.loss_verdict} ({r.loss_detail})")))
     return out
 
 

@@ -406,6 +406,10 @@ def test_input_reason_compares_the_pipeline_alone_with_the_step():
 
 def test_the_final_stops_when_the_winner_is_clear_or_nothing_is_faster():
     from devicebench.advisor.advice import decided
+    from devicebench.measure.stats import paired_ratio
+
+    def paired_ratio_of(res, spec):
+        return paired_ratio(res[BASE].round_step_times, res[spec].round_step_times)
 
     fast, mid, slow = BASE.with_(backend="jax"), BASE.with_(jit="on"), BASE.with_(threads=1)
 
@@ -426,8 +430,14 @@ def test_the_final_stops_when_the_winner_is_clear_or_nothing_is_faster():
     assert decided(BASE, [slow])(results({BASE: 7, slow: 9}))  # nothing is faster
     # Two finalists whose CIs overlap: more rounds needed.
     assert not decided(BASE, [fast, mid])(results({BASE: 7, fast: 2, mid: 2.05}, 0.2))
-    # A clear winner whose CI is still wider than ±25%: more rounds for a usable figure.
-    assert not decided(BASE, [fast])(results({BASE: 7, fast: 1}, 0.5))
+    # A winner whose CI is still wider than ±25% and reaches below 2x: more rounds for
+    # a usable figure; one whose CI is as wide but all of it above 2x: decided.
+    wide = paired_ratio_of(results({BASE: 3, fast: 1}, 0.5), fast)
+    assert 1 < wide.ci_low < 2 and wide.ci_high - wide.ci_low > 0.5 * wide.value
+    assert not decided(BASE, [fast])(results({BASE: 3, fast: 1}, 0.5))
+    decisive = paired_ratio_of(results({BASE: 9, fast: 1}, 0.5), fast)
+    assert decisive.ci_low > 2 and decisive.ci_high - decisive.ci_low > 0.5 * decisive.value
+    assert decided(BASE, [fast])(results({BASE: 9, fast: 1}, 0.5))
     # A finalist indistinguishable from the baseline: not decided either.
     assert not decided(BASE, [mid])(results({BASE: 7, mid: 7}, 0.2))
     assert decided(BASE, [mid])({})  # the baseline failed: nothing to wait for
