@@ -10,6 +10,7 @@ from typing import Any
 # steps 0.25 ms. The worker measures a fast step as fit runs it instead.
 TRAIN_ON_BATCH_OVERHEAD = True
 
+
 def probe() -> dict[str, Any]:
     """Import JAX and describe what it sees. Returns FrameworkProbe fields."""
     start = time.perf_counter()

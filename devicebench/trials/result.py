@@ -74,7 +74,7 @@ class TrialResult:
 
     def median_step(self, cut: str) -> float | None:
         """Median step time from blocks cut ``cut`` way (current or earlier blocks);
-        ``cut="setup"``: the set-up's equivalence steps (not interleaved)."""
+        ``cut="setup"``: the set-up's own step time (not interleaved)."""
         if self.status != "ok":
             return None
         if cut == "setup":
