@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from devicebench.measure.stats import paired_ratio
 from devicebench.trials.engine import RunOptions, TrialGroup
-from devicebench.trials.result import TrialResult
+from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
 
 # A candidate whose set-up steps took this many times the fastest trial's is not timed.
@@ -100,19 +100,18 @@ def screen(baseline: TrialSpec, candidates: list[TrialSpec],
     """The candidates whose set-up steps took at least ``factor`` times the fastest
     trial's (the baseline included): marked screened, with their set-up figures (the
     only ones they will have); the caller finishes them."""
-    steps = {s: r.setup_step_seconds for s in [baseline, *candidates]
-             if (r := results.get(s)) is not None and r.setup_step_seconds}
-    if not steps:
+    fastest = fastest_setup_step(results[s] for s in [baseline, *candidates] if s in results)
+    if fastest is None:
         return []
-    fastest = min(steps.values())
-    base = steps.get(baseline)
+    base = results[baseline].setup_step_seconds if baseline in results else None
     out = []
     for spec in candidates:
-        if spec in steps and steps[spec] >= factor * fastest:
+        step = results[spec].setup_step_seconds if spec in results else None
+        if step and step >= factor * fastest:
             o = outcomes[spec]
             o.pruned = o.screened = True
-            o.median_step_s, o.blocks_cut = steps[spec], "setup"
-            o.speedup = base / steps[spec] if base else None
+            o.median_step_s, o.blocks_cut = step, "setup"
+            o.speedup = base / step if base else None
             out.append(spec)
     return out
 

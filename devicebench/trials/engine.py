@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from devicebench.advisor.equivalence import compare_losses, tolerance_for
 from devicebench.trials.environment import worker_env
 from devicebench.trials.launcher import WorkerFailure, WorkerProcess
-from devicebench.trials.result import TrialResult
+from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
 
 WORKER_MODULE = "devicebench.trials.worker"
@@ -230,8 +230,7 @@ class TrialGroup:
                 msg["weights_out"] = str(self._weights)
             else:
                 msg["weights_in"] = str(self._weights)
-            fastest = min((r.setup_step_seconds for r in self.results.values()
-                           if r.setup_step_seconds), default=None)
+            fastest = fastest_setup_step(self.results.values())
             if self.screen_factor and fastest and spec != self.reference:
                 msg["screen_step_seconds"] = self.screen_factor * fastest
             reply = self._ask(spec, lambda s=spec, m=msg: self._workers[s].request(

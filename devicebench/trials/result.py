@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -134,6 +135,12 @@ class TrialResult:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["spec"] = TrialSpec.from_dict(data["spec"])
         return cls(**kwargs)
+
+
+def fastest_setup_step(results: Iterable[TrialResult]) -> float | None:
+    """The shortest set-up step time among ``results`` (None when none has one): what
+    a search screens the others against."""
+    return min((r.setup_step_seconds for r in results if r.setup_step_seconds), default=None)
 
 
 def is_finite(value: float | None) -> bool:

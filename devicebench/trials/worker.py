@@ -135,7 +135,6 @@ class TrialSession:
         losses: list[float] = []
         losses_times: list[float] = []
         audit = spec.backend == "tensorflow"
-        overhead = getattr(self.backend, "TRAIN_ON_BATCH_OVERHEAD", False)
         placement: dict[str, Any] = {}
         t_eq = time.perf_counter()
         for i in range(equivalence_steps):
@@ -144,8 +143,8 @@ class TrialSession:
                 break
             if (screen_step_seconds is not None and i >= SCREEN_MIN_STEPS
                     and (typical := _median(losses_times[1:])) >= screen_step_seconds
-                    and not (overhead and typical < REFINE_BELOW_SECONDS)):
-                break  # (a step that short on JAX is measured again below, with fits)
+                    and not self._refines(typical)):  # else fits measure it below
+                break
             lo = (i % self.steps_per_epoch) * self.batch
             if audit and i == 0:
                 self.backend.start_placement_audit()  # where the first step's ops run
@@ -186,21 +185,29 @@ class TrialSession:
         if losses_times[1:]:  # the set-up's own step time (median, first step excluded)
             reply["setup_steps"] = len(losses_times) - 1
             reply["setup_step_method"] = "train_on_batch"
-            if overhead and self._step_estimate < REFINE_BELOW_SECONDS:
+            if self._refines(self._step_estimate):
                 self._step_estimate = self._fit_step_seconds(self._step_estimate)
                 reply["setup_step_method"] = "fit"
             reply["setup_step_seconds"] = self._step_estimate
         reply["epoch_estimate_seconds"] = self._step_estimate * self.steps_per_epoch
         return reply
 
+    def _refines(self, step_seconds: float) -> bool:
+        """Whether a set-up step this long is measured again with fits: on a backend
+        whose train_on_batch calls carry their own overhead, for a short step."""
+        return (getattr(self.backend, "TRAIN_ON_BATCH_OVERHEAD", False)
+                and step_seconds < REFINE_BELOW_SECONDS)
+
     def _fit_step_seconds(self, estimate: float) -> float:
         """Seconds per step inside ``fit``: short fits of n and 2n full batches (after
         one of n that pays any start-up of fit's own path), the difference divided by
         n, so fit's per-call overhead cancels out."""
-        full = len(self.x) // self.batch if self.spec.pipeline != "tf.data" else 10**9
-        if full < 2:
-            return estimate
-        n = max(1, min(full // 2, math.ceil(REFINE_SECONDS / estimate)))
+        n = math.ceil(REFINE_SECONDS / estimate)
+        if self.spec.pipeline != "tf.data":  # arrays: 2n full batches must fit in them
+            full = len(self.x) // self.batch
+            if full < 2:
+                return estimate
+            n = min(n, full // 2)
 
         def fit(steps: int) -> float:
             t0 = time.perf_counter()
