@@ -8,29 +8,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from devicebench.advisor.candidates import candidate_space, fit_to_budget, is_compute_heavy
+from devicebench.advisor.budget import SearchBudget
+from devicebench.advisor.candidates import (
+    candidate_space,
+    headline_partner,
+    is_compute_heavy,
+)
 from devicebench.advisor.explain import Evidence, Reason, explain, snippet
 from devicebench.advisor.figures import DeviceFigures
 from devicebench.advisor.search import (
     CandidateOutcome,
     StartGroup,
-    block_timeout,
-    default_rungs,
     engine_group,
     note_timing,
     rejection,
-    successive_halving,
+    search,
 )
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import SpecError
 from devicebench.measure.peak import cpu_matmul_gflops
-from devicebench.measure.stats import paired_ratio
-from devicebench.trials.engine import RunOptions
+from devicebench.measure.stats import Ratio, paired_ratio
+from devicebench.trials.plan import installed_backends, machine_devices
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import ComparisonRow, compare
 
 DEFAULT_BUDGET_S = 120.0
+DEFAULT_EPOCHS = 10  # the training a one-time cost is weighed against, when the
+# workload does not say how many epochs it trains
 DECIDED_CI = 0.25  # the final may stop once the winner's CI is within ±25% of its value
 DECISIVE = 2.0  # ... or once even its CI's lower end is a speed-up this large
 
@@ -51,6 +56,10 @@ class AdviceResult:
     verdict: str = ""
     notes: list[str] = field(default_factory=list)
     data_note: str = ""
+    headline: Headline | None = None
+    epochs: int = DEFAULT_EPOCHS
+    baseline_reason: str = ""
+    stop_reason: str = ""
 
     @property
     def recommended_row(self) -> ComparisonRow | None:
@@ -78,7 +87,40 @@ class AdviceResult:
             "candidates": [o.to_dict() for o in self.outcomes],
             "notes": self.notes,
             "data_note": self.data_note,
+            "headline": self.headline.to_dict() if self.headline else None,
+            "epochs": self.epochs,
+            "baseline_reason": self.baseline_reason,
+            "search_stop": self.stop_reason,
         }
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Does this machine's accelerator speed this workload's training up? The same
+    configuration on the accelerator and on the CPU, measured interleaved.
+
+    Attributes:
+        backend: the framework both trials ran on.
+        accelerator: gpu:N | mps, or "" when the machine has none.
+        ratio: CPU step time / accelerator step time with its CI (>1: the accelerator is
+            faster); None when one side did not measure.
+        text: the answer in one sentence.
+    """
+
+    backend: str
+    accelerator: str
+    ratio: Ratio | None
+    text: str
+    accelerator_step_s: float | None = None
+    cpu_step_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.ratio
+        return {"backend": self.backend, "accelerator": self.accelerator,
+                "speedup_over_cpu": ({"value": r.value, "ci95": [r.ci_low, r.ci_high],
+                                      "rounds": r.n_rounds} if r else None),
+                "accelerator_step_s": self.accelerator_step_s,
+                "cpu_step_s": self.cpu_step_s, "text": self.text}
 
 
 def parse_baseline(text: str | None, workload: str, default_backend: str) -> TrialSpec:
@@ -102,15 +144,6 @@ def parse_baseline(text: str | None, workload: str, default_backend: str) -> Tri
         else:
             fields[key] = value
     return TrialSpec(workload, **fields)
-
-
-def group_settings(budget_s: float, equivalence_steps: int = 50
-                   ) -> tuple[RunOptions, float]:
-    """Set-up options of a search's trials, and the cap on each one's equivalence steps
-    (seconds): a candidate 50x slower than the baseline is checked on fewer steps."""
-    return (RunOptions(equivalence_steps=equivalence_steps,
-                       setup_timeout=max(60.0, budget_s), max_warmup_seconds=3.0),
-            max(2.0, budget_s * 0.02))
 
 
 def decided(baseline: TrialSpec, finalists: list[TrialSpec]
@@ -141,22 +174,177 @@ def decided(baseline: TrialSpec, finalists: list[TrialSpec]
     return enough
 
 
-def final_options(budget_s: float, left_s: float) -> RunOptions:
-    """The final comparison: at least 6 rounds in all, at most 30, until every CI is
-    within 3% or ``left_s`` (what remains of the budget) has passed."""
-    return RunOptions(min_rounds=6, max_rounds=30, budget_seconds=max(3.0, left_s),
-                      block_timeout=block_timeout(budget_s))
-
-
-def _device_rate(spec: TrialSpec, figures: DeviceFigures | None
+def _device_rate(spec: TrialSpec, figures: DeviceFigures | None,
+                 cpu_rate: Callable[[], float] | None = cpu_matmul_gflops
                  ) -> tuple[float | None, str]:
     """The baseline device's matmul rate (GFLOP/s) and where it comes from: the stored
     ``ops`` run when there is one, else (CPU only) numpy, measured now."""
     if figures is not None and figures.peak_gflops:
         return figures.peak_gflops, f"{figures.source}: {figures.peak_label}"
-    if spec.device == "cpu":
-        return cpu_matmul_gflops(), "numpy matmul, measured now"
+    if spec.device == "cpu" and cpu_rate is not None:
+        return cpu_rate(), "numpy matmul, measured now"
     return None, ""
+
+
+def default_baseline(snapshot: EnvSnapshot, workload: str) -> tuple[TrialSpec, str]:
+    """The configuration a user of this machine most likely trains with, and why: the
+    Keras backend they selected (KERAS_BACKEND, else keras.json, else Keras' default,
+    tensorflow) when it is installed, else the first installed one; on the accelerator
+    that backend would use, else the CPU."""
+    have = installed_backends(snapshot)
+    chosen = snapshot.keras_backend
+    where = ("KERAS_BACKEND" if snapshot.env_vars.get("KERAS_BACKEND") else
+             "~/.keras/keras.json" if snapshot.keras_config_backend else "Keras' default")
+    if chosen in have:
+        backend, why = chosen, f"the Keras backend {where} selects ({chosen})"
+    else:
+        backend = (have or ["tensorflow"])[0]
+        why = (f"{where} selects {chosen}, which is not installed here, so the first "
+               f"installed backend ({backend})")
+    devices = machine_devices(snapshot)
+    if backend == "torch" and "mps" in devices:
+        device = "mps"
+    else:
+        device = "gpu:0" if "gpu:0" in devices else "cpu"
+    where_dev = "on the CPU (no accelerator here)" if device == "cpu" else \
+        f"on {device}, where it trains by default"
+    return TrialSpec(workload, backend=backend, device=device), f"{why}, {where_dev}"
+
+
+def _one_time(r: TrialResult) -> float:
+    """What a trial pays once, before its steady steps: the first step (tracing and
+    compilation) and the warm-up after it."""
+    return (r.first_step_seconds or 0.0) + (r.warmup_seconds or 0.0)
+
+
+@dataclass(frozen=True)
+class Payback:
+    """Whether a faster step pays its extra one-time cost back within the planned
+    training: ``epochs_needed`` is from how many epochs on it does (inf: never)."""
+
+    extra_s: float
+    saving_per_step_s: float
+    epochs_needed: float
+    pays_back: bool
+
+
+def payback(candidate: TrialResult, baseline: TrialResult, epochs: int) -> Payback | None:
+    """Weigh ``candidate``'s extra one-time cost against its saving over ``epochs``
+    epochs of the baseline's steps (None without step times)."""
+    if candidate.step_time is None or baseline.step_time is None:
+        return None
+    saving = baseline.step_time.median - candidate.step_time.median
+    extra = _one_time(candidate) - _one_time(baseline)
+    spe = max(baseline.steps_per_epoch, 1)
+    if extra <= 0:
+        return Payback(extra, saving, 0.0, saving > 0)
+    needed = extra / saving / spe if saving > 0 else float("inf")
+    return Payback(extra, saving, needed, needed <= epochs)
+
+
+def _epochs(n: float) -> str:
+    return "never" if n == float("inf") else f"{n:,.1f}"
+
+
+def headline(baseline: TrialSpec, partner: TrialSpec | None,
+             results: dict[TrialSpec, TrialResult]) -> Headline:
+    """The accelerator question answered from the final's interleaved rounds."""
+    w = baseline.workload
+    if partner is None:
+        return Headline(baseline.backend, "", None, (
+            f"No accelerator: this machine has no NVIDIA GPU (nvidia-smi) and is not an "
+            f"Apple Silicon Mac, so {w} was compared across backends and settings on the "
+            "CPU instead"))
+    acc_spec, cpu_spec = (baseline, partner) if partner.device == "cpu" else (partner,
+                                                                              baseline)
+    acc, cpu = results.get(acc_spec), results.get(cpu_spec)
+    dev, be = acc_spec.device, baseline.backend
+    failed = [r for r in (acc, cpu) if r is None or r.status != "ok" or not r.block_seconds]
+    if failed:
+        what = "; ".join(
+            f"{s.label}: " + ("not measured" if r is None else
+                              f"{r.status}" + (f" ({r.error.splitlines()[0]})"
+                                               if r.error.strip() else ""))
+            for s, r in ((acc_spec, acc), (cpu_spec, cpu)) if r in failed)
+        return Headline(be, dev, None, (
+            f"Accelerator: could not compare {dev} with the CPU for {w} on {be}: {what}"))
+    q = paired_ratio(cpu.round_step_times, acc.round_step_times)  # >1: accelerator faster
+    a_s, c_s = acc.step_time.median, cpu.step_time.median
+    steps = f"{_fmt(a_s)} vs {_fmt(c_s)} per step"
+    if q is None:
+        return Headline(be, dev, None, f"Accelerator: {dev} {steps} on the CPU (not "
+                        "measured in the same rounds: no ratio)", a_s, c_s)
+    rounds = f"{q.n_rounds} interleaved rounds"
+    ci = f"[95% CI {q.ci_low:.2g}-{q.ci_high:.2g}x, {rounds}]"
+    if q.ci_high < 1:
+        ci = f"[95% CI {1 / q.ci_high:.2g}-{1 / q.ci_low:.2g}x slower, {rounds}]"
+    if q.ci_low > 1:
+        text = (f"Accelerator: yes — {dev} trains {w} {q.value:.1f}x faster than the CPU "
+                f"on {be} ({steps}) {ci}")
+    elif q.ci_high < 1:
+        text = (f"Accelerator: no — {dev} is {1 / q.value:.1f}x SLOWER than the CPU for "
+                f"{w} on {be} ({steps}) {ci}; this model trains faster on the CPU")
+    else:
+        text = (f"Accelerator: no measurable difference — {dev} vs the CPU for {w} on "
+                f"{be}: {q.value:.2f}x ({steps}) {ci}")
+    return Headline(be, dev, q, text, a_s, c_s)
+
+
+def _fmt(s: float) -> str:
+    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
+
+
+def choose(rows: list[ComparisonRow], baseline: TrialSpec, outcomes: dict[TrialSpec,
+           CandidateOutcome], epochs: int) -> tuple[ComparisonRow | None, list[str]]:
+    """The recommendation among the final's rows, and notes on the ones passed over.
+
+    A candidate qualifies when its per-step speed-up's CI lies above 1, it is safe,
+    and its extra one-time cost (compilation, warm-up) pays back within ``epochs``
+    epochs. Among those, the one with the shortest planned training (one-time cost +
+    ``epochs`` epochs of steps) wins — unless it changes the math and a candidate that
+    does not is not significantly slower than it (their ratio's CI includes 1): then
+    the one that keeps the math wins.
+    """
+    by_spec = {r.result.spec: r for r in rows}
+    base = by_spec.get(baseline)
+    notes: list[str] = []
+    if base is None or base.result.status != "ok":
+        return None, notes
+    ok = []
+    for r in rows:
+        if r.speedup is None or r.speedup.ci_low <= 1 or outcomes[r.result.spec].rejected:
+            continue
+        p = payback(r.result, base.result, epochs)
+        if p is not None and not p.pays_back:
+            notes.append(
+                f"{r.result.spec.label} is {r.speedup.value:.1f}x faster per step but costs "
+                f"{p.extra_s:.1f} s more up front (compilation, warm-up): over the "
+                f"{epochs} epochs planned it does not pay back; it would from "
+                f"{_epochs(p.epochs_needed)} epochs on (--epochs)")
+            continue
+        ok.append(r)
+    if not ok:
+        return None, notes
+    spe = max(base.result.steps_per_epoch, 1)
+
+    def planned(r: ComparisonRow) -> float:
+        return _one_time(r.result) + epochs * spe * r.result.step_time.median
+
+    ok.sort(key=planned)
+    best = ok[0]
+    if best.result.spec.math_changes(baseline):
+        for r in ok[1:]:
+            if r.result.spec.math_changes(baseline):
+                continue
+            q = paired_ratio(r.result.round_step_times, best.result.round_step_times)
+            if q is not None and q.ci_low <= 1:
+                notes.append(
+                    f"{best.result.spec.label} is not significantly faster than "
+                    f"{r.result.spec.label} ({q.value:.2f}x [95% CI {q.ci_low:.2f}-"
+                    f"{q.ci_high:.2f}]) and changes the math: {r.result.spec.label}, "
+                    "which keeps it, is the recommendation")
+                return r, notes
+    return best, notes
 
 
 def advise_workload(
@@ -165,57 +353,85 @@ def advise_workload(
     *,
     baseline: TrialSpec,
     budget_s: float = DEFAULT_BUDGET_S,
+    epochs: int | None = None,
     allow_batch_change: bool = False,
     workload_batch_size: int | None = None,
     workload_tags: tuple[str, ...] = (),
     workload_flops_per_step: float | None = None,
+    workload_epochs: int | None = None,
+    workload_timesteps: int | None = None,
     equivalence_steps: int = 50,
     figures: DeviceFigures | None = None,
+    device_figures: dict[str, DeviceFigures] | None = None,
+    baseline_reason: str = "",
     start_group: StartGroup | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
     on_event=None,
     clock: Callable[[], float] = time.monotonic,
+    cpu_rate: Callable[[], float] | None = cpu_matmul_gflops,
 ) -> AdviceResult:
-    """Search, compare the finalists with the baseline, explain, and write the code.
+    """Answer the accelerator question, search, compare the finalists with the baseline,
+    explain, and write the code.
 
     Args:
         workload: a workload reference (built-in name, ``file.py:func``, ``model.keras``).
         snapshot: the machine (host layer is enough).
         baseline: the user's current configuration.
-        budget_s: total time for the search and the final comparison (approximate: a
-            trial that is already running is not cut short).
+        budget_s: total time for the search and the final comparison (a trial that is
+            already running is not cut short; the search plans on measured costs).
+        epochs: the training the user plans (default: the workload's own, else 10): a
+            candidate whose extra compilation or warm-up does not pay back within it is
+            not the verdict.
         equivalence_steps: steps whose losses are checked against the baseline's (from
             the same initial weights); a slow candidate runs fewer (its time is capped,
             at least 10 run) and its verdict says how many were compared.
         figures: the baseline device's figures from a stored ``devicebench ops`` run
-            (matmul rate, per-op dispatch cost), for the reasons; None: the CPU's rate
-            is measured with numpy and the dispatch reason is left out.
-        start_group: seam for tests; default runs real worker processes.
+            (matmul rate, per-op dispatch cost), for the reasons; ``device_figures``:
+            every device's, for the accelerator reasons and the search's bounds.
+        start_group: seam: real worker processes by default, a replayed profile in
+            :func:`devicebench.profiles.replay.replay_advise`.
+        clock: the budget's clock (a replay's virtual clock).
+        cpu_rate: measures the CPU's matmul rate when no figures say it (None: never).
+
+    Raises:
+        devicebench.errors.DevicebenchError: bad input.
+
+    Example:
+        >>> advice = advise_workload("seed-rnn", snapshot, baseline=TrialSpec("seed-rnn"))
+        >>> advice.headline.text, advice.verdict
     """
-    start = clock()
-    start_group = start_group or engine_group(on_result=on_result, on_event=on_event)
-    result = AdviceResult(workload=workload, baseline=baseline, budget_s=budget_s)
+    budget = SearchBudget(budget_s, clock=clock)
+    epochs = epochs or workload_epochs or DEFAULT_EPOCHS
+    device_figures = dict(device_figures or {})
+    if figures is not None:
+        device_figures.setdefault(figures.device, figures)
+    figures = figures or device_figures.get(baseline.device)
+    start_group = start_group or engine_group(on_result=on_result, on_event=on_event,
+                                              clock=clock)
+    result = AdviceResult(workload=workload, baseline=baseline, budget_s=budget_s,
+                          epochs=epochs, baseline_reason=baseline_reason)
     candidates = candidate_space(
         baseline, snapshot, allow_batch_change=allow_batch_change,
         workload_batch_size=workload_batch_size,
         compute_heavy=is_compute_heavy(workload_flops_per_step, workload_tags))
-    first, skipped = fit_to_budget(candidates, budget_s)
-    if skipped:
-        result.notes.append(
-            f"budget {budget_s:.0f} s: measured {len(first)} of {len(candidates)} candidates; "
-            f"not tried: {', '.join(s.label for s in skipped)} (raise --budget to include them)")
+    partner = headline_partner(baseline, snapshot)
+    if partner is not None and partner not in candidates:
+        candidates.insert(0, partner)
     # One group of workers for the whole search: set up once, pruned by finishing the
     # slower ones, the survivors measured on into the final comparison.
-    group = start_group(baseline, *group_settings(budget_s, equivalence_steps))
+    group = start_group(baseline, budget.group_options(equivalence_steps),
+                        budget.equivalence_seconds)
     try:
-        finalists, outcomes = successive_halving(
-            baseline, first, group, rung_options=default_rungs(budget_s),
-            deadline=start + budget_s * 0.6, clock=clock)
+        found = search(baseline, candidates, group, budget,
+                       protected=[partner] if partner else [], figures=device_figures,
+                       flops_per_step=workload_flops_per_step)
+        finalists, outcomes = found.finalists, found.outcomes
         result.outcomes = list(outcomes.values())
+        result.stop_reason = found.stop_reason
         # The final: more interleaved rounds for the baseline and the finalists (whole
         # epochs, as the user's fit runs them, when all of theirs are short), until
-        # their CIs are tight or the budget ends; at least 6 rounds in all.
-        group.measure(final_options(budget_s, budget_s - (clock() - start)),
+        # the answer is decided or the budget ends; at least 6 rounds in all.
+        group.measure(budget.final_options(group.results[s] for s in group.live),
                       enough=decided(baseline, finalists))
         group.finish()
     finally:
@@ -230,16 +446,17 @@ def advise_workload(
         outcomes[spec].rejected = rejection(r, baseline)
         outcomes[spec].final = True
         note_timing(outcomes[spec], r, group.results.get(baseline))
+    if found.stop_reason and not found.stop_reason.startswith("all "):
+        result.notes.append(f"search: {found.stop_reason}")
+    result.headline = headline(baseline, partner, group.results)
     if base_row is None or base_row.result.status != "ok":
         result.verdict = ("the baseline itself failed: "
                           + (base_row.result.error.splitlines()[0] if base_row and
                              base_row.result.error else "no result"))
     else:
-        faster = [r for r in rows if r.speedup is not None and r.speedup.ci_low > 1
-                  and not outcomes[r.result.spec].rejected]
-        faster.sort(key=lambda r: -r.speedup.value)
-        if faster:
-            best = faster[0]
+        best, passed_over = choose(rows, baseline, outcomes, epochs)
+        result.notes.extend(passed_over)
+        if best is not None:
             result.recommended = best.result.spec
             s = best.speedup
             math = best.result.spec.math_changes(baseline)
@@ -254,18 +471,21 @@ def advise_workload(
                         f"[{r.speedup.ci_low:.2f}-{r.speedup.ci_high:.2f}]"
                         for r in rows if r.speedup is not None]
             rejected = [f"{o.spec.label} ({o.rejected})" for o in outcomes.values()
-                        if o.rejected]
+                        if o.rejected and not o.rejected.startswith("skipped")]
             result.verdict = (f"keep {baseline.label}: no safe candidate was significantly "
-                              "faster" + (f"; measured speed-ups: {', '.join(measured)}"
-                                          if measured else "")
+                              "faster over the planned training" +
+                              (f"; measured speed-ups: {', '.join(measured)}"
+                               if measured else "")
                               + (f"; rejected: {'; '.join(rejected)}" if rejected else ""))
     if base_row is not None:
         result.data_note = base_row.result.data_note
-        rate, rate_source = _device_rate(baseline, figures)
+        rate, rate_source = _device_rate(baseline, figures, cpu_rate)
         result.reasons = explain(Evidence(
             baseline=base_row.result, results=group.results, device_gflops=rate,
             device_rate_source=rate_source, figures=figures,
-            cpu_flags=tuple(snapshot.host.cpu_flags), workload_tags=workload_tags))
+            cpu_flags=tuple(snapshot.host.cpu_flags), workload_tags=workload_tags,
+            device_figures=device_figures, timesteps=workload_timesteps,
+            gpu_compute_capability=_compute_capability(snapshot), epochs=epochs))
         command = (f"`devicebench ops --backend {baseline.backend} --device "
                    f"{baseline.device}`")
         if figures is None:
@@ -278,5 +498,10 @@ def advise_workload(
                 f"{figures.source} did not resolve TensorFlow's per-op cost inside a graph "
                 f"(in-graph mode; lost in the noise or not measured): run {command} on a "
                 "quiet machine for the dispatch reason")
-    result.elapsed_s = clock() - start
+    result.elapsed_s = clock() - budget.start
     return result
+
+
+def _compute_capability(snapshot: EnvSnapshot) -> str:
+    smi = snapshot.nvidia_smi
+    return smi.gpus[0].compute_capability if smi is not None and smi.gpus else ""

@@ -1,14 +1,11 @@
-"""The configurations the advisor tries, in priority order, sized to the budget."""
+"""The configurations the advisor tries, in priority order, and the headline's
+accelerator-vs-CPU partner."""
 
 from __future__ import annotations
 
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.trials.plan import installed_backends, machine_devices
 from devicebench.trials.spec import TrialSpec
-
-# Rough cost of one candidate in a pruning rung (seconds): a fresh process imports its
-# framework (2-5 s here), builds, compiles and runs a few blocks.
-CANDIDATE_COST_S = 10.0
 
 
 def _has_bf16(snapshot: EnvSnapshot) -> bool:
@@ -79,13 +76,6 @@ def candidate_space(
     return out
 
 
-def fit_to_budget(candidates: list[TrialSpec], budget_s: float, share: float = 0.45
-                  ) -> tuple[list[TrialSpec], list[TrialSpec]]:
-    """Split candidates into those the budget allows in the first rung and the rest."""
-    n = max(2, int(budget_s * share // CANDIDATE_COST_S))
-    return candidates[:n], candidates[n:]
-
-
 COMPUTE_HEAVY_FLOPS_PER_STEP = 1e7
 
 
@@ -93,3 +83,22 @@ def is_compute_heavy(flops_per_step: float | None, tags: tuple[str, ...]) -> boo
     """Many FLOPs per step and no per-timestep loop (whose cost is dispatch)."""
     return bool(flops_per_step and flops_per_step >= COMPUTE_HEAVY_FLOPS_PER_STEP
                 and "recurrent" not in tags)
+
+
+def accelerator_for(backend: str, snapshot: EnvSnapshot) -> str | None:
+    """The accelerator ``backend`` would use on this machine: ``mps`` for torch on Apple
+    Silicon, else the first GPU; None when the machine has none."""
+    devices = machine_devices(snapshot)
+    if backend == "torch" and "mps" in devices:
+        return "mps"
+    return next((d for d in devices if d.startswith("gpu:")), None)
+
+
+def headline_partner(baseline: TrialSpec, snapshot: EnvSnapshot) -> TrialSpec | None:
+    """The baseline on the other side of the accelerator question: the same
+    configuration on the CPU when the baseline runs on an accelerator, on the
+    accelerator when it runs on the CPU; None on a machine without one."""
+    if baseline.device != "cpu":
+        return baseline.with_(device="cpu")
+    acc = accelerator_for(baseline.backend, snapshot)
+    return baseline.with_(device=acc) if acc else None

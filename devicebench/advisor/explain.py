@@ -6,7 +6,7 @@ nothing rather than guessing.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from devicebench.advisor.figures import DeviceFigures
@@ -36,6 +36,10 @@ class Evidence:
     figures: DeviceFigures | None = None  # the baseline device's stored `ops` figures
     cpu_flags: tuple[str, ...] = ()
     workload_tags: tuple[str, ...] = ()
+    device_figures: dict[str, DeviceFigures] = field(default_factory=dict)  # every device's
+    timesteps: int | None = None  # a recurrent workload's loop length
+    gpu_compute_capability: str = ""  # NVIDIA GPU 0's, "" elsewhere
+    epochs: int = 10  # the training one-time costs are weighed against
 
 
 def _ms(s: float) -> str:
@@ -176,7 +180,7 @@ def xla_cost(ev: Evidence) -> list[Reason]:
         ref = _find(ev, spec, jit="auto") or _find(ev, spec, jit="off")
         pair = _pair(r, ref)
         if pair is None or ref is None:
-            if r.status != "ok" and r.error:
+            if r.status not in ("ok", "skipped") and r.error:
                 out.append(Reason("xla-failed", f"jit_compile=True on {spec.backend}: "
                                   f"{r.status}: {r.error.splitlines()[0]}"))
             continue
@@ -191,11 +195,13 @@ def xla_cost(ev: Evidence) -> list[Reason]:
             saving = s_off - s_on
             steps = max(extra, 0) / saving if saving > 0 else float("inf")
             epochs = steps / max(r.steps_per_epoch, 1)
+            within = ("within" if epochs <= ev.epochs else "only after")
             out.append(Reason("xla-payback", (
                 f"jit_compile=True on {spec.backend}/{spec.device}: {s_off / s_on:.1f}x faster "
                 f"per step ({_ms(s_on)} vs {_ms(s_off)}{pair.source}); its extra "
                 f"{max(extra, 0):.1f} s of compilation is paid back after {steps:,.0f} "
-                f"steps ({epochs:.2g} epochs)")))
+                f"steps ({epochs:.2g} epoch{'' if epochs <= 1 else 's'}), {within} the "
+                f"{ev.epochs} epochs planned")))
     return out
 
 
@@ -304,8 +310,112 @@ def cpu_fallback(ev: Evidence) -> list[Reason]:
     return out
 
 
-RULES = (overhead_bound, dispatch_cost, cpu_fallback, recurrent_loop, xla_cost, mixed_precision,
-         input_time, pipeline_and_threads)
+def _accelerator_pairs(ev: Evidence) -> list[tuple[TrialResult, TrialResult]]:
+    """(accelerator trial, the same configuration on the CPU), both measured; the
+    baseline's backend first."""
+    out = []
+    for spec, r in ev.results.items():
+        if spec.device == "cpu" or r.status != "ok":
+            continue
+        cpu = ev.results.get(spec.with_(device="cpu"))
+        if cpu is not None and cpu.status == "ok":
+            out.append((r, cpu))
+    out.sort(key=lambda p: (p[0].spec.backend != ev.baseline.spec.backend,
+                            p[0].spec != ev.baseline.spec and p[1].spec != ev.baseline.spec))
+    return out
+
+
+def accelerator_cost(ev: Evidence) -> list[Reason]:
+    """Why the accelerator wins or loses, from the measurements: the step on both
+    devices, the arithmetic at the device's measured peak, the fixed cost of a call
+    and of an op inside a compiled program on each device (``devicebench ops``), and
+    for a recurrent model the time per timestep."""
+    pairs = _accelerator_pairs(ev)
+    if not pairs:
+        return []
+    acc_r, cpu_r = pairs[0]
+    pair = _pair(acc_r, cpu_r)
+    if pair is None:
+        return []
+    a, c = pair.a, pair.b
+    dev, be = acc_r.spec.device, acc_r.spec.backend
+    fa, fc = ev.device_figures.get(dev), ev.device_figures.get("cpu")
+    flops = acc_r.flops_per_step
+    facts = [f"on {dev} a {be} training step takes {_ms(a)}, on the CPU {_ms(c)}"
+             f"{pair.source}"]
+    if flops and fa is not None and fa.peak_gflops:
+        work = flops / (fa.peak_gflops * 1e9)
+        facts.append(f"its {flops:,.0f} FLOPs would take {_ms(work)} at {dev}'s measured "
+                     f"peak ({fa.peak_gflops:,.0f} GFLOP/s): "
+                     + ("the rest of the step is fixed cost" if work < 0.1 * a else
+                        "the arithmetic is a large part of the step"))
+    t = ev.timesteps if "recurrent" in ev.workload_tags and ev.timesteps else None
+    if t:
+        per = f"{_ms(a / t)} per timestep on {dev} vs {_ms(c / t)} on the CPU"
+        facts.append(f"its {t}-timestep loop runs one timestep after another: {per}"
+                     + (f", for {flops / t:,.0f} FLOPs of arithmetic each" if flops else ""))
+    costs = []
+    for kind, attr in (("one compiled call (a round trip to the device and back)",
+                        "call_seconds"),
+                       ("one op inside a compiled program", "per_op_seconds")):
+        on_acc = getattr(fa, attr, {}).get(be) if fa else None
+        on_cpu = getattr(fc, attr, {}).get(be) if fc else None
+        if on_acc and on_cpu:
+            costs.append(f"{kind} costs {_ms(on_acc)} on {dev} vs {_ms(on_cpu)} on the CPU")
+    if costs:
+        facts.append("whatever the work, " + "; ".join(costs) + f" ({fa.source})")
+    if a > 1.2 * c:
+        return [Reason("accelerator-launch-bound", (
+            f"launch-bound: {dev} is {a / c:.1f}x slower than the CPU here — "
+            + "; ".join(facts) + ". Each step (each timestep, for a loop) is many tiny "
+            "kernels whose fixed launch and synchronisation cost the GPU pays whatever the "
+            "work, and the CPU pays far less: keep this model on the CPU, or give each "
+            "kernel more work (a larger batch or wider layers — which changes the "
+            "training)"))]
+    if c > 1.2 * a:
+        extra = ""
+        if flops and fa is not None and fa.peak_gflops and fc is not None and fc.peak_gflops:
+            extra = (f"; it computes at {flops / a / 1e9:,.0f} GFLOP/s on {dev} "
+                     f"({flops / a / 1e9 / fa.peak_gflops:.1%} of its peak) vs "
+                     f"{flops / c / 1e9:,.0f} GFLOP/s on the CPU")
+        return [Reason("accelerator-compute", (
+            f"enough work per step for the accelerator: {dev} is {c / a:.1f}x faster than "
+            "the CPU — " + "; ".join(facts) + extra))]
+    return [Reason("accelerator-even", (
+        f"{dev} and the CPU are within 1.2x of each other — " + "; ".join(facts)
+        + ": the step is too small for the accelerator's arithmetic to matter"))]
+
+
+def float32_precision(ev: Evidence) -> list[Reason]:
+    """Float32 is not the same math on JAX and torch on NVIDIA GPUs from Ampere on."""
+    cc = ev.gpu_compute_capability
+    try:
+        major = int(cc.split(".")[0]) if cc else 0
+    except ValueError:
+        major = 0
+    gpus = {s.backend for s, r in ev.results.items()
+            if s.device.startswith("gpu:") and s.precision == "float32" and r.status == "ok"}
+    if major < 8 or "jax" not in gpus:
+        return []
+    peak = ""
+    f = ev.device_figures.get("gpu:0")
+    if f is not None and f.peak_precision:
+        peak = (f" (devicebench ops measured this GPU's matmul peak, "
+                f"{f.peak_gflops:,.0f} GFLOP/s, in {f.peak_precision})")
+    torch_part = (" torch leaves TF32 off for matmuls (torch.backends.cuda.matmul."
+                  "allow_tf32 = False; cuDNN convolutions use it by default), so jax/gpu and "
+                  "torch/gpu do different math under the same name;" if "torch" in gpus
+                  else "")
+    return [Reason("float32-precision", (
+        f"precision: on this GPU (compute capability {cc}) jax runs float32 matmuls and "
+        "convolutions in TF32 by default (10-bit mantissa; "
+        "jax.config.update('jax_default_matmul_precision', 'highest') restores full "
+        f"float32){peak};{torch_part} the loss check still holds them to float32's "
+        "tolerance"))]
+
+
+RULES = (accelerator_cost, float32_precision, overhead_bound, dispatch_cost, cpu_fallback,
+         recurrent_loop, xla_cost, mixed_precision, input_time, pipeline_and_threads)
 
 
 def explain(ev: Evidence) -> list[Reason]:

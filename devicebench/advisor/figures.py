@@ -32,6 +32,12 @@ class DeviceFigures:
             was resolved. Ops that do more (softmax is several kernels, conv2d computes)
             cost more at any size; the cheapest is the closest to dispatch alone.
         per_op_labels: backend -> which op and size that is, e.g. ``reduce_sum at 2×2``.
+        call_seconds: backend -> seconds for one call of a compiled function at the
+            smallest size measured (the cheapest op): the fixed cost of a round trip
+            from Python to the device and back, whatever the work (a host sync included).
+        call_labels: backend -> which op and size that is.
+        peak_precision: the math the peak was measured in, when it is not plain float32
+            (e.g. "TF32 tensor cores (jax's default float32 matmul precision)").
     """
 
     source: str
@@ -40,6 +46,9 @@ class DeviceFigures:
     peak_label: str = ""
     per_op_seconds: dict[str, float] = field(default_factory=dict)
     per_op_labels: dict[str, str] = field(default_factory=dict)
+    call_seconds: dict[str, float] = field(default_factory=dict)
+    call_labels: dict[str, str] = field(default_factory=dict)
+    peak_precision: str = ""
 
 
 def device_figures(run_id: int, workers: list[OpsWorkerResult], device: str
@@ -56,18 +65,22 @@ def device_figures(run_id: int, workers: list[OpsWorkerResult], device: str
     analysis = analyse(mine)
     peak = analysis.peaks.get(device)
     per_op: dict[str, tuple[float, str]] = {}
+    per_call: dict[str, tuple[float, str]] = {}
     for op in analysis.ops:
         for path in op.paths:
-            if path.mode != "in-graph" or path.device != device:
+            if path.device != device or path.mode not in ("in-graph", "compiled"):
                 continue
+            cheapest = per_op if path.mode == "in-graph" else per_call
             small = [p for p in path.points if p.usable and p.size <= DISPATCH_SIZE]
-            if small and (path.backend not in per_op
-                          or small[0].median < per_op[path.backend][0]):
-                per_op[path.backend] = (small[0].median,
-                                        f"{op.op} at {small[0].size}×{small[0].size}")
+            if small and (path.backend not in cheapest
+                          or small[0].median < cheapest[path.backend][0]):
+                cheapest[path.backend] = (small[0].median,
+                                          f"{op.op} at {small[0].size}×{small[0].size}")
     return DeviceFigures(
         source=f"devicebench ops run #{run_id}", device=device,
         peak_gflops=peak.flops_per_s / 1e9 if peak else None,
         peak_label=f"{peak.label} at {peak.size}" if peak else "",
         per_op_seconds={b: v[0] for b, v in per_op.items()},
-        per_op_labels={b: v[1] for b, v in per_op.items()})
+        per_op_labels={b: v[1] for b, v in per_op.items()},
+        call_seconds={b: v[0] for b, v in per_call.items()},
+        call_labels={b: v[1] for b, v in per_call.items()})

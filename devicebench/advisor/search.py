@@ -1,10 +1,13 @@
-"""Find the fastest safe configuration: screening, successive halving, an interleaved final.
+"""Find the fastest safe configuration: batches set up by promise, screening, successive
+halving, an interleaved final.
 
-Every candidate is set up once beside the baseline; one whose set-up steps were already
-SCREEN_FACTOR times slower than the fastest trial's is dropped untimed (screened); each
-rung gives the live ones two more interleaved rounds and keeps the faster half; the
-finalists' workers go on into the final comparison (more rounds) until their CIs are
-tight or the budget ends.
+Candidates are set up in batches beside the baseline — first the headline's
+accelerator-vs-CPU partner (to learn what a trial costs), then, most promising first,
+those that could still win and whose measured costs fit the budget; one whose set-up
+steps were already SCREEN_FACTOR times slower than the fastest trial's is dropped untimed
+(screened); each rung gives the live ones two more interleaved rounds and keeps the
+faster half; the finalists' workers go on into the final comparison (more rounds) until
+the answer is decided or the budget ends.
 Unsafe candidates (crashed, NaN, or a different loss) are rejected with the reason as
 soon as it is known.
 """
@@ -17,6 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from devicebench.advisor.budget import (
+    CostModel,
+    SearchBudget,
+    fastest_safe_step,
+    step_lower_bound,
+)
+from devicebench.advisor.figures import DeviceFigures
 from devicebench.measure.stats import paired_ratio
 from devicebench.trials.engine import RunOptions, TrialGroup
 from devicebench.trials.result import TrialResult, fastest_setup_step
@@ -43,12 +53,14 @@ class CandidateOutcome:
     pruned: bool = False  # slower than the survivors of its rung
     screened: bool = False  # pruned before any timed round, on its set-up steps
     final: bool = False  # measured in the final, interleaved comparison
+    untried: str = ""  # why it was never set up ("" = it was)
 
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec.to_dict(), "label": self.spec.label, "rung": self.rung,
                 "median_step_s": self.median_step_s, "blocks_cut": self.blocks_cut,
                 "speedup_vs_baseline": self.speedup, "rejected": self.rejected,
-                "pruned": self.pruned, "screened": self.screened, "final": self.final}
+                "pruned": self.pruned, "screened": self.screened, "final": self.final,
+                "untried": self.untried}
 
 
 def rejection(result: TrialResult, baseline: TrialSpec) -> str:
@@ -73,7 +85,7 @@ class Group(Protocol):
     def live(self) -> list[TrialSpec]: ...
     @property
     def rounds_done(self) -> int: ...
-    def add(self, specs: list[TrialSpec]) -> None: ...
+    def add(self, specs: list[TrialSpec], until: float | None = None) -> None: ...
     def measure(self, options: RunOptions,
                 enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None
                 ) -> int: ...
@@ -116,105 +128,171 @@ def screen(baseline: TrialSpec, candidates: list[TrialSpec],
     return out
 
 
-def successive_halving(
+def _defaults(spec: TrialSpec) -> TrialSpec:
+    """``spec``'s backend and device with every knob at its default."""
+    return spec.with_(jit="auto", precision="float32", pipeline="arrays", threads=None,
+                      steps_per_execution=1)
+
+
+@dataclass
+class SearchResult:
+    """What the search decided: the finalists (still live in the group: the protected
+    first, then the fastest), every candidate's outcome, and why it stopped adding
+    candidates."""
+
+    finalists: list[TrialSpec]
+    outcomes: dict[TrialSpec, CandidateOutcome]
+    stop_reason: str = ""
+
+
+def search(
     baseline: TrialSpec,
     candidates: list[TrialSpec],
     group: Group,
+    budget: SearchBudget,
     *,
-    rung_options: list[RunOptions],
+    protected: list[TrialSpec] | None = None,
+    figures: dict[str, DeviceFigures] | None = None,
+    flops_per_step: float | None = None,
+    rung_options: list[RunOptions] | None = None,
     eta: int = 2,
     keep_final: int = 2,
-    deadline: float | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> tuple[list[TrialSpec], dict[TrialSpec, CandidateOutcome]]:
-    """Prune ``candidates`` rung by rung; the baseline is measured in every round.
+) -> SearchResult:
+    """Set candidates up in batches, most promising first, while the budget allows and
+    one of them could still win; then prune them rung by rung.
 
-    Every candidate is set up once (in ``group``, beside the baseline); one already
-    SCREEN_FACTOR times slower than the fastest in its set-up steps is finished untimed;
-    a rung gives the live ones more interleaved rounds, ranks them on all their rounds so far, and
-    finishes (stops) the slower ones and the unsafe ones. Survivors keep their workers:
-    the final comparison is more rounds of the same processes, never a second set-up.
-    A candidate whose loss already differs after the equivalence steps is dropped before
-    it is timed. A rung after the first runs only if, at the last rung's cost, it ends
-    before ``deadline``.
-
-    Returns:
-        (finalists — at most ``keep_final`` safe candidates, fastest first, still live in
-         ``group``; outcome per candidate).
+    The first batch (the baseline and ``protected``) measures what a trial costs. After each
+    batch the unsafe are dropped and the far slower screened out (set-up steps
+    SCREEN_FACTOR times the fastest). The next batch takes, in order of their lower
+    bound on step time (:func:`devicebench.advisor.budget.step_lower_bound`), the
+    untried candidates whose bound is below the fastest safe step measured — the ones
+    that could still win — as many as the measured costs fit before the set-up deadline.
+    The search stops adding when no untried candidate could win (and says so) or none
+    fits the budget (and says which). ``protected`` candidates are never screened or
+    pruned: they go to the final whatever their speed (the headline compares them).
+    Each rung gives the live contenders more interleaved rounds and finishes the slower
+    half; survivors keep their workers into the final comparison.
     """
+    protected = [p for p in (protected or []) if p in candidates]
+    figures = figures or {}
     outcomes = {c: CandidateOutcome(c, rung=0) for c in candidates}
-    group.add([baseline, *candidates])
+    unsafe: set[TrialSpec] = set()
+    alive: list[TrialSpec] = []
+    tried: list[TrialSpec] = []
+    costs = CostModel(group.results)
 
-    def drop_unsafe(specs: list[TrialSpec], rung: int) -> list[TrialSpec]:
-        safe = []
-        for spec in specs:
+    def set_up(batch: list[TrialSpec], until: float | None = None) -> None:
+        group.add(([baseline] if baseline not in group.results else []) + batch,
+                  until=until)
+        tried.extend(batch)
+        for spec in batch:
             out = outcomes[spec]
             r = group.results.get(spec)
-            out.rung = rung
+            if r is not None and r.status == "skipped" and r.error.startswith("budget"):
+                out.untried = r.error  # the batch ran past the set-up deadline
+                continue
             if r is None:
                 out.rejected = "no result came back"
-                continue
+            else:
+                note_timing(out, r, group.results.get(baseline))
+                out.rejected = rejection(r, baseline)
+            if out.rejected:
+                unsafe.add(spec)
+                group.finish([spec])
+            else:
+                alive.append(spec)
+        # Far slower already in its set-up steps: not worth a timed round.
+        screened = screen(baseline, [s for s in alive if s not in protected],
+                          group.results, outcomes)
+        group.finish(screened)
+        alive[:] = [s for s in alive if s not in screened]
+
+    # First the baseline and the protected (the headline's pair): their imports and
+    # set-ups are the measured costs the rest of the search is planned on.
+    set_up(list(protected))
+    stop = ""
+    while True:
+        untried = [c for c in candidates if c not in tried]
+        if not untried:
+            stop = f"all {len(candidates)} candidates were set up"
+            break
+        best = fastest_safe_step(group.results, unsafe)
+        bounds = {c: step_lower_bound(c, group.results, figures, flops_per_step)
+                  for c in untried}
+        hopeless = [c for c in untried if bounds[c].seconds >= best]
+        for c in hopeless:
+            outcomes[c].untried = (f"could not win: {bounds[c].why} gives at best "
+                                   f"{bounds[c].seconds * 1e3:.3g} ms/step, no faster "
+                                   f"than the best measured ({best * 1e3:.3g} ms)")
+        hopeful = sorted((c for c in untried if c not in hopeless),
+                         key=lambda c: bounds[c].seconds)
+        if not hopeful:
+            stop = (f"stopped adding candidates: none of the {len(untried)} untried could "
+                    "still win")
+            break
+        batch: list[TrialSpec] = []
+        contenders = len([s for s in alive if s not in protected])
+        deadline = budget.setup_deadline(group.results, contenders)
+        for c in hopeful:
+            if _defaults(c) != c and _defaults(c) in hopeful:
+                continue  # its own backend and device at their defaults first: a bound
+            deadline = budget.setup_deadline(group.results, contenders + len(batch) + 1)
+            if budget.clock() + costs.batch_cost(batch + [c]) <= deadline:
+                batch.append(c)
+        if not batch:
+            for c in hopeful:
+                outcomes[c].untried = (f"budget: setting it up would take about "
+                                       f"{costs.batch_cost([c]):.0f} s more")
+            stop = (f"budget {budget.total_s:.0f} s: not tried "
+                    f"{', '.join(c.label for c in hopeful)} (raise --budget to include them)")
+            break
+        set_up(batch, until=deadline)
+    rung_s = 0.0
+    contenders = [s for s in alive if s not in protected]
+    for rung, options in enumerate(rung_options or budget.rung_options()):
+        if len(contenders) <= keep_final:
+            break  # few enough already: the final comparison measures them
+        if rung > 0 and budget.clock() + rung_s > budget.rung_deadline:
+            break  # the next rung costs about what the last one did
+        rung_start = budget.clock()
+        group.measure(options)
+        rung_s = budget.clock() - rung_start
+        timed = []
+        for spec in contenders:
+            out, r = outcomes[spec], group.results[spec]
+            out.rung = rung
             note_timing(out, r, group.results.get(baseline))
             out.rejected = rejection(r, baseline)
             if out.rejected:
                 group.finish([spec])
-            else:
-                safe.append(spec)
-        return safe
-
-    alive = drop_unsafe(list(candidates), 0)
-    # Far slower already in its set-up steps: not worth a timed round.
-    screened = screen(baseline, alive, group.results, outcomes)
-    group.finish(screened)
-    alive = [s for s in alive if s not in screened]
-    rung_s = 0.0
-    for rung, options in enumerate(rung_options):
-        if len(alive) <= keep_final:
-            break  # few enough already: the final comparison measures them
-        if deadline is not None and rung > 0 and clock() + rung_s > deadline:
-            break  # the next rung costs about what the last one did
-        rung_start = clock()
-        group.measure(options)
-        rung_s = clock() - rung_start
-        timed = [s for s in drop_unsafe(alive, rung)
-                 if outcomes[s].median_step_s is not None]
+            elif out.median_step_s is not None:
+                timed.append(spec)
         timed.sort(key=lambda s: outcomes[s].median_step_s)
         keep = max(keep_final, math.ceil(len(timed) / eta))
         for spec in timed[keep:]:
             outcomes[spec].pruned = True
         group.finish(timed[keep:])
-        alive = timed[:keep]
-    # No rung left to tell them apart: the fastest go on.
-    for spec in alive[keep_final:]:
+        contenders = timed[:keep]
+    # No rung left to tell them apart: the fastest (in set-up steps, if never timed) go on.
+    contenders.sort(key=lambda s: outcomes[s].median_step_s or math.inf)
+    for spec in contenders[keep_final:]:
         outcomes[spec].pruned = True
-    group.finish(alive[keep_final:])
-    return alive[:keep_final], outcomes
-
-
-def block_timeout(budget_s: float) -> float:
-    """Seconds one round's block of one trial may take in a search of ``budget_s``. At
-    least 60 s: TensorFlow's autotuned input pipeline, resumed after its trial waited
-    for the others' blocks, stalls (CPU idle) for up to ~25 s here; a stall is not a hang."""
-    return max(60.0, min(120.0, budget_s * 0.5))
-
-
-def default_rungs(budget_s: float) -> list[RunOptions]:
-    """Two pruning rungs of two interleaved rounds each (rounds count in total), in
-    short K-step blocks: a slow candidate's whole epoch is not worth waiting for."""
-    short = dict(budget_seconds=budget_s, block_timeout=block_timeout(budget_s),
-                 whole_epoch_seconds=0.0)
-    return [RunOptions(min_rounds=2, max_rounds=2, **short),
-            RunOptions(min_rounds=4, max_rounds=4, **short)]
+    group.finish(contenders[keep_final:])
+    finalists = [p for p in protected if p in alive] + contenders[:keep_final]
+    return SearchResult(finalists, outcomes, stop)
 
 
 def engine_group(on_result: Callable[[TrialResult], None] | None = None,
-                 on_event=None) -> StartGroup:
-    """A StartGroup that runs real worker processes through the trial engine."""
+                 on_event=None, start_worker=None,
+                 clock: Callable[[], float] = time.monotonic) -> StartGroup:
+    """A StartGroup that runs trials through the trial engine: real worker processes by
+    default, or ``start_worker`` (a replayed profile) on ``clock``."""
 
     def start(reference: TrialSpec, options: RunOptions,
               equivalence_seconds: float | None) -> Group:
+        extra = {"start_worker": start_worker} if start_worker is not None else {}
         return TrialGroup(reference, options, equivalence_seconds=equivalence_seconds,
-                          screen_factor=SCREEN_FACTOR,
-                          on_result=on_result, on_event=on_event)
+                          screen_factor=SCREEN_FACTOR, on_result=on_result,
+                          on_event=on_event, clock=clock, **extra)
 
     return start

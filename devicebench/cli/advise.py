@@ -23,23 +23,11 @@ WORKLOAD: a built-in name (devicebench workloads) or path/to/file.py:function.
 """
 
 
-def _default_baseline(snapshot) -> tuple[str, str]:
-    from devicebench.trials.plan import installed_backends, machine_devices
-
-    have = installed_backends(snapshot)
-    backend = snapshot.keras_backend if snapshot.keras_backend in have else (have or
-                                                                             ["tensorflow"])[0]
-    devices = machine_devices(snapshot)
-    if backend == "torch" and "mps" in devices:
-        return backend, "mps"
-    return backend, ("gpu:0" if "gpu:0" in devices else "cpu")
-
-
 def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batch_change: bool,
                db: Path | None, snapshot=None, progress: bool = True,
-               equivalence_steps: int = 50):
+               equivalence_steps: int = 50, epochs: int | None = None):
     """Validate, advise, store; returns the AdviceResult (shared by advise and main job)."""
-    from devicebench.advisor.advice import advise_workload, parse_baseline
+    from devicebench.advisor.advice import advise_workload, default_baseline, parse_baseline
     from devicebench.advisor.figures import device_figures
     from devicebench.env.probe import probe_host_layer
     from devicebench.store import recorded_run
@@ -55,10 +43,13 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
 
         raise InputError("no deep-learning framework is installed",
                          fix="pip install 'devicebench[tensorflow,jax]'")
-    backend, device = _default_baseline(snapshot)
-    spec = parse_baseline(baseline, workload, backend)
+    default, why = default_baseline(snapshot, workload)
+    spec = parse_baseline(baseline, workload, default.backend)
     if baseline is None or "device=" not in baseline:
-        spec = spec.with_(device=device)
+        spec = spec.with_(device=default.device)
+    if baseline is not None:
+        why = "given with --baseline" + ("" if "device=" in baseline else
+                                         f" ({default.device}: the default device)")
     # A user workload that does not load, returns the wrong thing or whose data does not
     # fit its model is bad input (exit 2), found in a throwaway worker before searching.
     check_workload_runs(workload, spec.backend)
@@ -67,7 +58,8 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     with recorded_run(db, snapshot, "advise", options) as rec:
         # `devicebench ops` figures of this machine (same hardware and versions), if any.
         found = latest_ops_run(rec.store, rec.machine_id)
-        figures = device_figures(*found, spec.device) if found else None
+        every = {d: f for d in {w.device for w in found[1]}
+                 if (f := device_figures(*found, d))} if found else {}
         bar = _Spinner(workload) if progress else None
         try:
             advice = advise_workload(
@@ -76,7 +68,11 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                 workload_batch_size=builtin.batch_size if builtin else None,
                 workload_tags=builtin.tags if builtin else (),
                 workload_flops_per_step=builtin.flops_per_step() if builtin else None,
-                figures=figures, on_result=lambda r: rec.store.add_trial(rec.run_id, r),
+                workload_epochs=builtin.epochs if builtin else None,
+                workload_timesteps=builtin.params.get("timesteps") if builtin else None,
+                epochs=epochs, figures=every.get(spec.device), device_figures=every,
+                baseline_reason=why,
+                on_result=lambda r: rec.store.add_trial(rec.run_id, r),
                 on_event=bar.event if bar else None)
         finally:
             if bar:
@@ -117,11 +113,16 @@ def advise(
     allow_batch_change: bool = typer.Option(
         False, "--allow-batch-change", help="Also try larger batch sizes (changes the "
         "training; recommended only if the loss matches)."),
+    epochs: int | None = typer.Option(
+        None, "--epochs", min=1, help="Epochs you plan to train: a candidate whose extra "
+        "compilation or warm-up does not pay back within them is not recommended "
+        "(default: the workload's own, else 10)."),
     db: Path | None = typer.Option(None, "--db", help="SQLite results file."),
     json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
 ) -> None:
     advice = run_advice(workload, baseline=baseline, budget=budget,
-                        allow_batch_change=allow_batch_change, db=db, progress=not json_out)
+                        allow_batch_change=allow_batch_change, db=db, progress=not json_out,
+                        epochs=epochs)
     if json_out:
         print(json.dumps(advice.to_dict(), indent=2, default=str))
     else:
@@ -161,7 +162,8 @@ def main_job(db: Path | None = None) -> int:
                             allow_batch_change=False, db=db, snapshot=snap,
                             equivalence_steps=MAIN_EQUIVALENCE_STEPS)
         render_advice(advice, console=con, brief=True)
-        verdicts.append(f"{name}: {advice.verdict}")
+        verdicts.append(f"{name}: {advice.headline.text if advice.headline else ''}")
+        verdicts.append(f"  {advice.verdict}")
     con.print("\n[bold]Summary[/bold]")
     for v in verdicts:
         con.print(f"  {v}", markup=False, highlight=False)

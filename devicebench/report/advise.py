@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from devicebench.advisor.advice import AdviceResult
@@ -17,7 +18,11 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
     con = console or make_console()
     con.print(f"\n[bold]devicebench advise {advice.workload}[/bold] — baseline "
               f"{advice.baseline.label}; {advice.elapsed_s:.0f} s of a {advice.budget_s:.0f} s "
-              "budget")
+              f"budget; one-time costs weighed over {advice.epochs} epochs")
+    if advice.baseline_reason:
+        con.print(f"  baseline: {advice.baseline_reason}", markup=False, highlight=False)
+    if advice.headline is not None:
+        con.print(f"[bold]{escape(advice.headline.text)}[/bold]", highlight=False)
     if not brief:
         table = Table(title="Candidates (screening, successive halving; where each was last "
                       "measured, its median step time and speed-up over the baseline in the "
@@ -27,7 +32,10 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
         ranked = sorted(advice.outcomes, key=lambda o: (
             bool(o.rejected), not o.final, -(o.speedup or 0.0)))
         for o in ranked:
-            outcome = (f"[red]rejected[/]: {o.rejected}" if o.rejected else
+            if o.untried:
+                table.add_row(o.spec.label, "not set up", "-", "-", escape(o.untried))
+                continue
+            outcome = (f"[red]rejected[/]: {escape(o.rejected)}" if o.rejected else
                        f"screened (≥ {SCREEN_FACTOR:g}x slower than the fastest in set-up)"
                        if o.screened else "pruned (slower)" if o.pruned else "finalist")
             if o.screened:
@@ -41,7 +49,9 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
                           f"{o.speedup:.2f}x" if o.speedup else "-", outcome)
         con.print(table)
         render_comparison(advice.rows, console=con, notes=advice.notes)
-    con.print(f"\n[bold]Verdict[/bold]: {advice.verdict}", highlight=False)
+    elif advice.stop_reason:
+        con.print(f"  search: {advice.stop_reason}", markup=False, highlight=False)
+    con.print(f"\n[bold]Verdict[/bold]: {escape(advice.verdict)}", highlight=False)
     if advice.reasons:
         con.print("[bold]Why[/bold] (from the measurements):")
         for r in advice.reasons:

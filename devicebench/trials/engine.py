@@ -118,6 +118,7 @@ class TrialGroup:
         start_worker: Callable[[TrialSpec], Worker] = start_process_worker,
         on_event: Event | None = None,
         on_result: Callable[[TrialResult], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
             reference: the trial others are compared with; add it first: its initial
@@ -127,12 +128,16 @@ class TrialGroup:
             screen_factor: a trial (not the reference) whose set-up steps already take
                 this many times the fastest set-up step so far stops its equivalence
                 steps early: a search that screens on set-up steps will not time it.
+            start_worker: launcher seam: a fresh process (default) or a replayed
+                profile (:mod:`devicebench.profiles.replay`).
+            clock: what ``measure``'s budget is counted on (a replay's virtual clock).
         """
         self.reference = reference
         self.options = options
         self.equivalence_seconds = equivalence_seconds
         self.screen_factor = screen_factor
         self._start_worker = start_worker
+        self._clock = clock
         self._emit = on_event or (lambda *a: None)
         self._on_result = on_result
         self.results: dict[TrialSpec, TrialResult] = {}
@@ -196,8 +201,10 @@ class TrialGroup:
             self._done(spec)
             return None
 
-    def add(self, specs: list[TrialSpec]) -> None:
-        """Start workers for ``specs`` (imports overlap), then set each up in turn."""
+    def add(self, specs: list[TrialSpec], until: float | None = None) -> None:
+        """Start workers for ``specs`` (imports overlap), then set each up in turn; a
+        trial (not the reference) whose set-up would start after ``until`` (on this
+        group's clock) is not set up: it ends as ``skipped`` (a search's budget)."""
         new = [s for s in dict.fromkeys(specs) if s not in self.results]
         if self.reference in new:  # the reference sets up first: others copy its weights
             new.remove(self.reference)
@@ -219,6 +226,12 @@ class TrialGroup:
             self._ask(spec, lambda s=spec: self._workers[s].receive(timeout=opts.setup_timeout))
         for spec in new:
             if spec in self.finished:
+                continue
+            if until is not None and spec != self.reference and self._clock() > until:
+                _fail(self.results[spec], WorkerFailure(
+                    "skipped", "budget: its set-up would have started after the search's "
+                    "set-up deadline"))
+                self._done(spec)
                 continue
             self._emit("setup", spec, {})
             msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
@@ -278,7 +291,7 @@ class TrialGroup:
         self._whole = whole
         for spec in self.live:
             self.results[spec].blocks_cut = "epochs" if whole else "steps"
-        start = time.monotonic()
+        start = self._clock()
         ran = 0
         while self._comparable_rounds < options.max_rounds and self.live:
             rnd = self._rounds
@@ -303,7 +316,7 @@ class TrialGroup:
                 continue
             precise = all((st := self.results[s].step_time) is not None
                           and st.rel_ci_halfwidth <= options.target_ci for s in self.live)
-            if (precise or time.monotonic() - start >= options.budget_seconds
+            if (precise or self._clock() - start >= options.budget_seconds
                     or (enough is not None and enough(self.results))):
                 break
         return ran

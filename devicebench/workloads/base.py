@@ -48,6 +48,8 @@ class Workload:
         metrics: Keras metrics to compile with (as the original script did).
         default_seed: the seed that reproduces the original script's data.
         tags: facts the advisor reasons with, e.g. ``"recurrent"`` (a per-timestep loop).
+        epochs: how many epochs the original script trains (None: not stated); one-time
+            costs such as compilation are weighed against that much training.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Workload:
     metrics: tuple[str, ...] = ()
     default_seed: int = 0
     tags: tuple[str, ...] = ()
+    epochs: int | None = None
 
     def flops_per_step(self, batch_size: int | None = None) -> float | None:
         """Analytic training FLOPs for one optimizer step at ``batch_size``."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from devicebench.advisor.advice import advise_workload, parse_baseline
-from devicebench.advisor.candidates import candidate_space, fit_to_budget
+from devicebench.advisor.budget import SearchBudget
+from devicebench.advisor.candidates import candidate_space
 from devicebench.advisor.explain import Evidence, explain, snippet
-from devicebench.advisor.search import successive_halving
+from devicebench.advisor.search import search
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import SpecError
 from devicebench.trials.engine import RunOptions
@@ -46,6 +47,13 @@ STEPS = {
 DRIFT = [1.0, 1.1, 0.95, 1.05, 1.0, 0.9, 1.2]
 
 
+def successive_halving(baseline, candidates, group, *, rung_options):
+    """The search on an unlimited budget: every candidate is set up."""
+    found = search(baseline, candidates, group, SearchBudget(1e9, clock=lambda: 0.0),
+                   rung_options=rung_options)
+    return found.finalists, found.outcomes
+
+
 class FakeGroup:
     """Synthetic timings in place of worker processes; records what each rung measured."""
 
@@ -65,7 +73,7 @@ class FakeGroup:
     def live(self):
         return [s for s in self.order if s not in self.finished]
 
-    def add(self, specs):
+    def add(self, specs, until=None):
         for s in specs:
             self.order.append(s)
             if s in self.crash:
@@ -280,8 +288,6 @@ def test_candidates_and_budget():
     assert all(c.batch_size is None for c in cands)
     with_batch = candidate_space(BASE, _snap(), allow_batch_change=True, workload_batch_size=32)
     assert BASE.with_(batch_size=64) in with_batch
-    first, rest = fit_to_budget(cands, 40)
-    assert len(first) == 2 and first + rest == cands
 
 
 def test_parse_baseline():

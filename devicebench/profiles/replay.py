@@ -1,0 +1,211 @@
+"""Replay a machine profile to the unchanged advisor.
+
+A :class:`ReplayWorker` answers the trial engine's worker protocol (``prepare``,
+``setup``, ``measure``, ``finish``) from a profile's records instead of a process, and
+advances a :class:`VirtualClock` by what each step cost on the profiled machine, so the
+advisor's budget is spent as it would be there. A candidate the profile lacks ends as
+``skipped`` at no cost ("absent from the profile"), never with invented figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from devicebench.profiles.profile import MachineProfile, TrialRecord
+from devicebench.trials.launcher import WorkerFailure
+from devicebench.trials.spec import TrialSpec
+
+# As the real worker cuts blocks (devicebench.trials.worker): K full batches of about
+# this long, or whole epochs (up to 8 per block).
+TARGET_BLOCK_SECONDS = 0.25
+MAX_EPOCHS_PER_BLOCK = 8
+MIN_EQUIVALENCE_STEPS = 10
+SCREEN_MIN_STEPS = 5
+
+
+class VirtualClock:
+    """Seconds on the profiled machine: advanced by the replay, read by the advisor."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+    def advance_to(self, t: float) -> None:
+        self.now = max(self.now, t)
+
+
+class ReplayWorker:
+    """One trial's worker, served from its profile record."""
+
+    def __init__(self, spec: TrialSpec, record: TrialRecord, clock: VirtualClock) -> None:
+        self.spec = spec
+        self.record = record
+        self.clock = clock
+        self._pending: dict[str, Any] | None = None
+        self._ready_at = 0.0
+        self._block = 0
+        self._warmed = False
+        self._step_estimate = record.setup_step or TARGET_BLOCK_SECONDS
+
+    # -- the Worker protocol of devicebench.trials.engine -----------------------------
+    def send(self, message: dict[str, Any]) -> None:
+        cmd = message.get("cmd")
+        if cmd == "prepare":  # workers start together: imports overlap
+            self._ready_at = self.clock.now + self.record.import_seconds
+            self._pending = {"ok": True, "import_seconds": self.record.import_seconds}
+        elif cmd == "finish":
+            r = self.record
+            self._pending = {"ok": True, "peak_device_memory_bytes": r.peak_device_memory_bytes,
+                             "peak_rss_bytes": r.peak_rss_bytes, "final_loss": r.final_loss}
+        else:
+            self._pending = self._answer(message)
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        reply, self._pending = self._pending, None
+        if reply is None:
+            raise WorkerFailure("crashed", "replay: receive without a command")
+        if "import_seconds" in reply and len(reply) == 2:
+            self.clock.advance_to(self._ready_at)
+        return reply
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        start = self.clock.now
+        self.send(message)
+        reply = self.receive(timeout)
+        if self.clock.now - start > timeout:
+            raise WorkerFailure("timeout", f"replay: no reply within {timeout:.0f} s "
+                                f"(the profiled machine took {self.clock.now - start:.1f} s)")
+        return reply
+
+    def begin_close(self) -> None:
+        pass
+
+    def close(self, timeout: float = 10) -> None:
+        pass
+
+    def kill(self) -> None:
+        pass
+
+    # -- answers ----------------------------------------------------------------------
+    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        cmd = message.get("cmd")
+        if cmd == "setup":
+            return self._setup(message)
+        if cmd == "measure":
+            return self._measure(bool(message.get("whole_epochs", True)))
+        raise WorkerFailure("error", f"replay: unknown command {cmd!r}")
+
+    def _setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        r = self.record
+        if r.status != "ok":
+            self.clock.advance(r.setup_seconds)
+            raise WorkerFailure(r.status, r.error or f"{r.status} (recorded)")
+        step = r.setup_step or 0.0
+        n = int(msg.get("equivalence_steps", 50))
+        cap = msg.get("equivalence_seconds")
+        if cap is not None and step > 0:
+            n = min(n, max(MIN_EQUIVALENCE_STEPS, math.ceil(cap / step) + 1))
+        screen = msg.get("screen_step_seconds")
+        if screen is not None and step >= screen:
+            n = min(n, SCREEN_MIN_STEPS + 1)
+        first = r.first_step_seconds if r.first_step_seconds is not None else step
+        self.clock.advance(r.setup_seconds + first + step * max(n - 1, 0))
+        losses = [v for s, v in zip(r.loss_steps, r.equivalence_losses, strict=False)
+                  if s <= n] or list(r.equivalence_losses[:1])
+        reply = {
+            "ok": True, "import_seconds": r.import_seconds, "setup_seconds": r.setup_seconds,
+            "first_step_seconds": first, "equivalence_losses": losses,
+            "loss_checkpoints": {str(s): v for s, v in zip(r.loss_steps, losses,
+                                                            strict=False)},
+            "jit_resolved": r.jit_resolved, "data_note": r.data_note,
+            "batch_size": r.batch_size, "steps_per_epoch": r.steps_per_epoch,
+            "flops_per_step": r.flops_per_step, "placement": r.placement,
+            "input_seconds_per_batch": r.input_seconds_per_batch,
+            "setup_step_seconds": step or None, "setup_steps": max(n - 1, 0),
+            "setup_step_method": f"replayed ({r.origin})",
+            "epoch_estimate_seconds": step * r.steps_per_epoch,
+        }
+        return reply
+
+    def _measure(self, whole_epochs: bool) -> dict[str, Any]:
+        r = self.record
+        per_step = max(self._step_estimate, 1e-9)
+        if whole_epochs:
+            epochs = min(MAX_EPOCHS_PER_BLOCK, max(1, math.ceil(
+                TARGET_BLOCK_SECONDS / max(per_step * r.steps_per_epoch, 1e-6))))
+            k = r.steps_per_epoch * epochs
+        else:
+            k = max(1, min(math.ceil(TARGET_BLOCK_SECONDS / per_step), r.steps_per_epoch))
+        reply: dict[str, Any] = {"ok": True, "steps_per_block": k, "loss": r.final_loss}
+        if not self._warmed:
+            self._warmed = True
+            self.clock.advance(r.warmup_seconds)
+            reply.update(warmup_seconds=r.warmup_seconds, warmup_blocks=1)
+        sample = r.step_seconds[self._block % len(r.step_seconds)]
+        self._block += 1
+        self.clock.advance(sample * k)
+        reply["block_seconds"] = [sample * k]
+        return reply
+
+
+def replay_launcher(profile: MachineProfile, clock: VirtualClock
+                    ) -> Callable[[TrialSpec], ReplayWorker]:
+    """A ``start_worker`` for :class:`devicebench.trials.engine.TrialGroup` that serves
+    ``profile``; a spec the profile lacks fails at once as ``skipped``."""
+
+    def start(spec: TrialSpec) -> ReplayWorker:
+        record = profile.record(spec)
+        if record is None:
+            raise WorkerFailure("skipped", f"{spec.label} is absent from the "
+                                f"{profile.name} profile (not measured there)")
+        return ReplayWorker(spec, record, clock)
+
+    return start
+
+
+def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
+                  baseline: TrialSpec | None = None, epochs: int | None = None,
+                  equivalence_steps: int = 20):
+    """Run the unchanged advisor on ``profile``'s recorded ``workload``: its snapshot,
+    device figures and trials, on a virtual clock that advances by what each step cost
+    there. The baseline defaults to what the main job would pick on that machine.
+
+    Returns:
+        (the :class:`devicebench.advisor.advice.AdviceResult`, seconds the advisor
+        spent on the profiled machine's clock).
+
+    Example:
+        >>> advice, spent = replay_advise(load_profile("h200"), "seed-rnn", budget_s=40)
+        >>> advice.recommended.label
+        'jax/cpu'
+    """
+    from devicebench.advisor.advice import advise_workload, default_baseline
+    from devicebench.advisor.search import engine_group
+    from devicebench.workloads import BUILTIN_WORKLOADS
+
+    snapshot = profile.env_snapshot()
+    why = "given"
+    if baseline is None:
+        baseline, why = default_baseline(snapshot, workload)
+    clock = VirtualClock()
+    builtin = BUILTIN_WORKLOADS.get(workload)
+    figures = {d: f for d in profile.figures if (f := profile.device_figures(d))}
+    advice = advise_workload(
+        workload, snapshot, baseline=baseline, budget_s=budget_s, epochs=epochs,
+        equivalence_steps=equivalence_steps,
+        workload_batch_size=builtin.batch_size if builtin else None,
+        workload_tags=builtin.tags if builtin else (),
+        workload_flops_per_step=builtin.flops_per_step() if builtin else None,
+        workload_epochs=builtin.epochs if builtin else None,
+        workload_timesteps=builtin.params.get("timesteps") if builtin else None,
+        device_figures=figures, baseline_reason=why,
+        start_group=engine_group(start_worker=replay_launcher(profile, clock), clock=clock),
+        clock=clock, cpu_rate=None)
+    return advice, clock.now
