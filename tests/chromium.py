@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
@@ -47,13 +48,15 @@ class Chromium:
         self._from_child, from_child_w = os.pipe()
 
         def fds() -> None:  # in the child: its fd 3 reads commands, fd 4 writes replies
-            os.dup2(to_child_r, 3)
-            os.dup2(from_child_w, 4)
+            r = fcntl.fcntl(to_child_r, fcntl.F_DUPFD, 10)  # out of the way of 3 and 4
+            w = fcntl.fcntl(from_child_w, fcntl.F_DUPFD, 10)
+            os.dup2(r, 3)
+            os.dup2(w, 4)
 
         self.proc = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={self._tmp.name}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=fds, pass_fds=(to_child_r, from_child_w))
+            preexec_fn=fds, close_fds=False)  # close_fds would close 3 and 4 after fds()
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""

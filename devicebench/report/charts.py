@@ -49,13 +49,16 @@ def _svg(fig: Any, salt: str) -> str:
 
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         buf = io.StringIO()
-        fig.savefig(buf, format="svg", bbox_inches="tight")
+        fig.savefig(buf, format="svg", bbox_inches="tight",
+                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     text = buf.getvalue()
     start = text.find("<svg")
     svg = text[start:] if start >= 0 else text
     # matplotlib's ids (clip paths, glyph defs) are unique within one SVG; salt them so
     # several charts inlined in one page never share an id.
-    return re.sub(r'(id="|url\(#|href="#)([A-Za-z])', rf"\g<1>{salt}-\g<2>", svg)
+    # Series ids (set by us, already starting with the chart id) are kept as they are.
+    return re.sub(r'(id="|url\(#|href="#)(?!' + re.escape(salt) + r'-)([A-Za-z])',
+                  rf"\g<1>{salt}-\g<2>", svg)
 
 
 def _figure(width: float, height: float) -> Any:
@@ -140,9 +143,7 @@ def ops_chart(chart_id: str, op: OpsFigures) -> Chart | None:
             at = next(p[1] for p in c.points if p[0] == c.crossover)
             (mark,) = ax.plot([c.crossover], [at], marker="D", markersize=8, color=color,
                               markeredgecolor="black", linestyle="none")
-            mark.set_gid(f"{chart_id}-crossover-{i}")
-            ax.annotate(f"crossover n={c.crossover}", (c.crossover, at), xytext=(6, -12),
-                        textcoords="offset points", fontsize=8, color=color)
+            mark.set_gid(f"{chart_id}-crossover-{i}")  # sizes listed under the chart
     ax.axhline(1.0, color="black", lw=0.8, ls="--")
     from matplotlib.ticker import FuncFormatter
 

@@ -161,3 +161,27 @@ def test_history_and_import_errors(tmp_path):
         read_bundle(bad)
     with pytest.raises(InputError, match="not found"):
         read_bundle(tmp_path / "missing.json")
+
+
+def test_markdown_escapes_user_strings(tmp_path):
+    from devicebench.report.markdown import md_escape, render_markdown
+
+    xss = "<script>alert(1)</script> | *x*"
+    assert md_escape(xss) == r"\<script\>alert(1)\</script\> \| \*x\*"
+    with ResultStore.open(tmp_path / "r.db") as store:
+        add_run(store, snapshot(), [trial(xss, "jax", [1.0, 1.1, 0.9], verdict="reference")])
+        md = render_markdown(build_report(store, None))
+    assert "<script>" not in md and r"\<script\>" in md
+
+
+def test_report_modules_import_no_framework():
+    import subprocess
+    import sys
+
+    code = ("import sys, devicebench.cli.report, devicebench.cli.history, "
+            "devicebench.analysis.run_report, devicebench.analysis.compare, "
+            "devicebench.report.html, devicebench.report.markdown, devicebench.store.bundle; "
+            "print([m for m in ('tensorflow', 'jax', 'torch', 'keras') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "[]"
