@@ -32,6 +32,7 @@ margin-top:2em}h3{margin-top:1.5em}
 .answer.unclear{border-color:#ff7f0e}.answer b{font-size:1.05em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
 th,td{border:1px solid #ddd;padding:.25em .55em;text-align:left;vertical-align:top}
+.wide td{white-space:nowrap}
 th{background:#f2f2f2}td.num{text-align:right;white-space:nowrap}
 .sev-error{color:#b00020;font-weight:bold}.sev-warning{color:#a66300;font-weight:bold}
 .sev-info{color:#1f5fa6}

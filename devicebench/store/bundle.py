@@ -157,8 +157,8 @@ def import_bundle(store: ResultStore, bundle: dict[str, Any],
                   source: str = "bundle") -> ImportResult:
     """Add the bundle's runs to ``store``; runs already present are skipped.
 
-    Each run is written in one transaction, trials and op results included, so an
-    import that fails leaves no half run behind.
+    Each trial and op worker is committed as it is written; if one fails, the half-
+    imported run is deleted again (with its rows), so no partial run is left behind.
 
     Raises:
         InputError: the bundle is malformed (the message names the run and the field).
