@@ -1,0 +1,127 @@
+"""``devicebench history``, ``compare``, ``export`` and ``import``: the runs in the store,
+and moving them between machines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from devicebench.cli import app, user_errors
+
+DB_HELP = "SQLite results file (default: the user data directory)."
+
+
+@app.command("history", help="List the runs in the results store, newest first.")
+@user_errors
+def history(
+    limit: int = typer.Option(50, "--limit", min=1, help="Show at most N runs."),
+    json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    from devicebench.store import ResultStore
+    from devicebench.store.runs import run_history
+
+    with ResultStore.open(db) as store:
+        rows = run_history(store, limit)
+        where = store.path
+    if json_out:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        return
+    from rich.table import Table
+
+    from devicebench.report.console import make_console
+
+    con = make_console()
+    if not rows:
+        con.print(f"no runs in {where} yet: devicebench run seed-rnn, devicebench ops, or "
+                  "devicebench import bundle.json", markup=False, highlight=False)
+        return
+    table = Table(title=f"Runs in {where}", title_justify="left")
+    for col in ("run", "started (UTC)", "command", "machine", "results", "workloads", "from"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        results = f"{r.ok}/{r.trials} trials ok" if r.trials else ""
+        if r.ops_workers:
+            results += (", " if results else "") + f"{r.ops_workers} op workers"
+        state = "" if r.finished_at else " (interrupted)"
+        machine = r.cpu + (f", {r.gpu}" if r.gpu else "")
+        table.add_row(str(r.id), r.started_at[:19].replace("T", " "), r.command + state,
+                      machine, results or "-", ", ".join(r.workloads) or "-",
+                      r.imported_from or "here")
+    con.print(table)
+
+
+COMPARE_HELP = """Compare the same workload and configuration in two stored runs (A and B:
+run ids from devicebench history), on one machine or two (import the other machine's
+bundle first).
+
+Trials are matched by identical configuration; --config-a/--config-b pick two by label
+(e.g. jax/gpu:0 and jax/cpu) and flag every setting that differs. Machines that differ are
+listed. The speed-up of B over A is a ratio of medians; its 95% CI resamples each run's
+blocks separately: two runs are never interleaved, so nothing is paired round by round.
+"""
+
+
+@app.command("compare", help=COMPARE_HELP)
+@user_errors
+def compare_cmd(
+    run_a: int = typer.Argument(..., help="Run id A."),
+    run_b: int = typer.Argument(..., help="Run id B."),
+    workload: str | None = typer.Option(None, "--workload", help="Only this workload."),
+    config_a: str | None = typer.Option(None, "--config-a", help="A's configuration label."),
+    config_b: str | None = typer.Option(None, "--config-b", help="B's configuration label."),
+    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    from devicebench.analysis.compare import compare_runs
+    from devicebench.store import ResultStore
+
+    with ResultStore.open(db) as store:
+        result = compare_runs(store, run_a, run_b, workload=workload, config_a=config_a,
+                              config_b=config_b)
+    if json_out:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        from devicebench.report.markdown import render_comparison_markdown
+
+        print(render_comparison_markdown(result))
+
+
+@app.command("export", help="Write runs (raw results, machine snapshot) to a bundle file "
+             "that devicebench import reads on another machine.")
+@user_errors
+def export(
+    runs: list[int] = typer.Argument(..., help="Run ids (devicebench history)."),
+    out: Path = typer.Option(..., "-o", "--output", help="Bundle file to write (JSON)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    from devicebench.store import ResultStore
+    from devicebench.store.bundle import export_runs, write_bundle
+
+    with ResultStore.open(db) as store:
+        bundle = export_runs(store, list(runs))
+    write_bundle(bundle, out)
+    print(f"wrote {out}: {len(bundle['runs'])} run(s); on the other machine: "
+          f"devicebench import {out.name}")
+
+
+@app.command("import", help="Add the runs of a bundle (devicebench export) to the store; "
+             "runs already there are skipped, so importing twice adds nothing.")
+@user_errors
+def import_cmd(
+    bundle: Path = typer.Argument(..., help="Bundle file."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+) -> None:
+    from devicebench.store import ResultStore
+    from devicebench.store.bundle import import_bundle, read_bundle
+
+    data = read_bundle(bundle)
+    with ResultStore.open(db) as store:
+        result = import_bundle(store, data, source=bundle.name)
+    added = ", ".join(map(str, result.added)) or "none"
+    skipped = ", ".join(map(str, result.skipped))
+    print(f"imported {len(result.added)} run(s) from {bundle} (run ids: {added})"
+          + (f"; {len(result.skipped)} already here (run ids: {skipped})" if skipped else "")
+          + "; see devicebench history, devicebench compare A B")

@@ -1,0 +1,79 @@
+"""``devicebench report``: one run's results as an offline HTML page, Markdown or JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from devicebench.cli import app, user_errors
+
+REPORT_HELP = """Report a stored run: the answer first (does this machine's accelerator speed
+training up, per workload, with the ratio), the environment and doctor's findings, step time
+per configuration with its CI, the recommendation and its reasons, loss curves, memory, and
+the op sweep's speed-up-vs-size curves with the crossover.
+
+The report of a training run (run, advise) also shows the same machine's newest op sweep,
+and the reverse. --html writes one self-contained file (inline SVG charts drawn by
+matplotlib, no script, no network: pip install 'devicebench[report]'); --md writes Markdown
+to paste into an issue ('-' for stdout, the default); --json prints the figures.
+"""
+
+
+def write_text(path: Path, text: str, what: str) -> None:
+    """Write ``text`` to ``path``, or raise an InputError naming the fix."""
+    from devicebench.errors import InputError
+
+    if path.is_dir():
+        raise InputError(f"{what} path is a directory: {path}",
+                         fix=f"pass a file name, e.g. {path / ('report.' + what.lower())}")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}",
+                         fix="pass a path in a writable directory") from None
+
+
+@app.command("report", help=REPORT_HELP)
+@user_errors
+def report(
+    run: int | None = typer.Option(None, "--run", min=1, help="Run id (devicebench history)."),
+    last: bool = typer.Option(False, "--last", help="The newest run with results (default)."),
+    html: Path | None = typer.Option(None, "--html", metavar="FILE",
+                                     help="Write a self-contained HTML report."),
+    md: Path | None = typer.Option(None, "--md", metavar="FILE",
+                                   help="Write Markdown ('-': stdout)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report's figures as JSON."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file "
+                                   "(default: the user data directory)."),
+) -> None:
+    from devicebench.analysis.run_report import build_report
+    from devicebench.errors import InputError
+    from devicebench.store import ResultStore
+
+    if run is not None and last:
+        raise InputError("--run and --last both given", fix="pass one of them")
+    if html is not None:
+        from devicebench.report.charts import require_matplotlib
+
+        require_matplotlib()
+    with ResultStore.open(db) as store:
+        rep = build_report(store, run)
+    if json_out:
+        print(json.dumps(rep.to_dict(), indent=2, default=str))
+    if html is not None:
+        from devicebench.report.html import render_html
+
+        write_text(html, render_html(rep), "HTML")
+        if not json_out:
+            print(f"wrote {html} (run {rep.run_id}; open it in a browser, works offline)")
+    if md is not None or (html is None and not json_out):
+        from devicebench.report.markdown import render_markdown
+
+        text = render_markdown(rep)
+        if md is None or str(md) == "-":
+            print(text)
+        else:
+            write_text(md, text, "Markdown")
+            print(f"wrote {md}")

@@ -1,0 +1,188 @@
+"""Read a whole stored run back: its machine (with the snapshot), options, trials and
+op-sweep results, tied to the run they were measured in.
+
+Example:
+    >>> from devicebench.store import ResultStore
+    >>> with ResultStore.open(":memory:") as store:
+    ...     latest_run_id(store) is None
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicebench.env.snapshot import EnvSnapshot
+from devicebench.errors import InputError
+from devicebench.ops.result import OpsWorkerResult
+from devicebench.store.db import ResultStore
+from devicebench.store.ops import load_ops_results
+from devicebench.trials.result import TrialResult
+
+TRAINING_COMMANDS = ("run", "advise")
+
+
+@dataclass(frozen=True)
+class StoredMachine:
+    """A ``machines`` row: the fingerprint, the human-readable identity and the snapshot."""
+
+    id: int
+    fingerprint: str
+    cpu: str
+    gpu: str
+    os: str
+    python: str
+    frameworks: dict[str, str]
+    snapshot: EnvSnapshot
+    created_at: str
+
+    def identity(self) -> dict[str, Any]:
+        """What a cross-machine comparison lists when it differs."""
+        return {"cpu": self.cpu, "gpu": self.gpu or "none", "os": self.os,
+                "python": self.python, "frameworks": dict(self.frameworks)}
+
+
+@dataclass
+class StoredRun:
+    """One run as stored: who measured it where, and everything it measured.
+
+    ``trials`` and ``ops`` carry ``run_id``: results of different runs are never mixed
+    (each run's trials were measured in their own interleaved rounds).
+    """
+
+    id: int
+    command: str
+    started_at: str
+    finished_at: str | None
+    options: dict[str, Any]
+    machine: StoredMachine
+    trials: list[TrialResult] = field(default_factory=list)
+    ops: list[OpsWorkerResult] = field(default_factory=list)
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """What the command recorded at the end (``advise``: its advice), if anything."""
+        s = self.options.get("summary")
+        return s if isinstance(s, dict) else None
+
+    @property
+    def imported_from(self) -> str:
+        """The bundle this run came from ("" when measured in this database)."""
+        return str(self.options.get("imported_from") or "")
+
+    @property
+    def label(self) -> str:
+        return f"run {self.id} ({self.command}, {self.started_at[:16]}, {self.machine.cpu}" + (
+            f", {self.machine.gpu})" if self.machine.gpu else ")")
+
+
+def _no_run(store: ResultStore, run_id: int) -> InputError:
+    return InputError(f"no run {run_id} in {store.path}",
+                      fix="list the runs with `devicebench history` (and pass the same --db)")
+
+
+def load_machine(store: ResultStore, machine_id: int) -> StoredMachine:
+    """The machine row ``machine_id`` with its snapshot."""
+    with store._read("reading a machine") as c:
+        row = c.execute("SELECT id, fingerprint, cpu, gpu, os, python, frameworks, snapshot, "
+                        "created_at FROM machines WHERE id = ?", (machine_id,)).fetchone()
+        if row is None:
+            raise InputError(f"no machine {machine_id} in {store.path}",
+                             fix="pass the --db the run was stored in")
+        mid, fp, cpu, gpu, os_, py, fws, snap, created = row
+        return StoredMachine(int(mid), fp, cpu, gpu, os_, py, json.loads(fws),
+                             EnvSnapshot.from_dict(json.loads(snap)), created)
+
+
+def load_run(store: ResultStore, run_id: int) -> StoredRun:
+    """Everything run ``run_id`` recorded.
+
+    Raises:
+        InputError: no such run in this database.
+        StoreError: the database cannot be read.
+    """
+    with store._read("reading a run") as c:
+        row = c.execute("SELECT id, machine_id, command, started_at, finished_at, options "
+                        "FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise _no_run(store, run_id)
+    rid, machine_id, command, started, finished, options = row
+    with store._read("reading a run"):
+        opts = json.loads(options) if options else {}
+    return StoredRun(int(rid), command, started, finished, opts, load_machine(store, machine_id),
+                     store.trials_for_run(int(rid)), load_ops_results(store, int(rid)))
+
+
+def latest_run_id(store: ResultStore, commands: tuple[str, ...] | None = None,
+                  machine_id: int | None = None) -> int | None:
+    """The newest run (optionally of ``commands``, on ``machine_id``) that stored results."""
+    sql = ("SELECT r.id FROM runs r WHERE (EXISTS (SELECT 1 FROM trials t WHERE t.run_id = r.id)"
+           " OR EXISTS (SELECT 1 FROM ops_runs o WHERE o.run_id = r.id))")
+    args: list[Any] = []
+    if commands:
+        sql += f" AND r.command IN ({', '.join('?' for _ in commands)})"
+        args.extend(commands)
+    if machine_id is not None:
+        sql += " AND r.machine_id = ?"
+        args.append(machine_id)
+    with store._read("finding the newest run") as c:
+        row = c.execute(sql + " ORDER BY r.id DESC LIMIT 1", args).fetchone()
+    return int(row[0]) if row else None
+
+
+def machine_of_run(store: ResultStore, run_id: int) -> int:
+    """The machine id run ``run_id`` was measured on."""
+    with store._read("reading a run") as c:
+        row = c.execute("SELECT machine_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise _no_run(store, run_id)
+    return int(row[0])
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One line of ``devicebench history``: a run, where it ran, what it stored."""
+
+    id: int
+    command: str
+    started_at: str
+    finished_at: str | None
+    cpu: str
+    gpu: str
+    fingerprint: str
+    trials: int
+    ok: int
+    ops_workers: int
+    workloads: tuple[str, ...]
+    imported_from: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "command": self.command, "started_at": self.started_at,
+                "finished_at": self.finished_at, "interrupted": self.finished_at is None,
+                "machine": {"cpu": self.cpu, "gpu": self.gpu, "fingerprint": self.fingerprint},
+                "trials": self.trials, "ok": self.ok, "ops_workers": self.ops_workers,
+                "workloads": list(self.workloads), "imported_from": self.imported_from}
+
+
+def run_history(store: ResultStore, limit: int = 50) -> list[HistoryRow]:
+    """The newest ``limit`` runs, newest first, with what each stored."""
+    with store._read("listing runs") as c:
+        rows = c.execute(
+            "SELECT r.id, r.command, r.started_at, r.finished_at, m.cpu, m.gpu, m.fingerprint,"
+            " r.options, (SELECT count(*) FROM trials t WHERE t.run_id = r.id),"
+            " (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'ok'),"
+            " (SELECT count(*) FROM ops_runs o WHERE o.run_id = r.id) "
+            "FROM runs r JOIN machines m ON m.id = r.machine_id "
+            "ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
+        out = []
+        for rid, cmd, started, finished, cpu, gpu, fp, opts, n, ok, nops in rows:
+            specs = c.execute("SELECT spec FROM trials WHERE run_id = ? ORDER BY id",
+                              (rid,)).fetchall()
+            workloads = tuple(dict.fromkeys(json.loads(s)["workload"] for (s,) in specs))
+            options = json.loads(opts) if opts else {}
+            out.append(HistoryRow(int(rid), cmd, started, finished, cpu, gpu, fp, int(n),
+                                  int(ok), int(nops), workloads,
+                                  str(options.get("imported_from") or "")))
+    return out
