@@ -10,7 +10,8 @@ import pytest
 
 import devicebench.env.checks as checks_pkg
 from devicebench.env.checks import load_knowledge, run_checks
-from devicebench.env.checks._util import in_range, parse_version, shorten
+from devicebench.env.checks._util import at_least, major_minor, matches, shorten
+from devicebench.env.probe import RawHost, host_from_raw
 from devicebench.env.finding import SEVERITIES, Finding
 from devicebench.env.snapshot import (
     BlasInfo,
@@ -69,20 +70,20 @@ def linux(
 
 
 def mac(
-    dists=None, env=None, frameworks=None, python="3.11.9", macos="14.6", **host
+    dists=None, env=None, frameworks=None, python="3.11.9", macos="14.6", **raw
 ) -> EnvSnapshot:
+    """An Apple Silicon snapshot whose host is what the probe makes of these raw inputs."""
     fields = dict(
-        os="Darwin",
-        os_version=macos,
+        system="Darwin",
         machine="arm64",
-        python_arch="arm64",
-        rosetta=False,
+        mac_ver=macos,
+        proc_translated="0",
+        cpu_brand="Apple M1 Max",
         python_version=python,
-        apple_chip="Apple M1 Max",
     )
-    fields.update(host)
+    fields.update(raw)
     return EnvSnapshot(
-        host=HostInfo(**fields),
+        host=host_from_raw(RawHost(**fields)),
         distributions=dict(dists or {}),
         env_vars=dict(env or {}),
         frameworks=dict(frameworks or {}),
@@ -194,27 +195,13 @@ def test_linux_driver_older_than_cuda_fixture() -> None:
 
 
 # -- version helpers ------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("2.18.0", (2, 18, 0)),
-        ("2.16.0rc1", (2, 16, 0)),
-        ("2.5.1+cu124", (2, 5, 1)),
-        ("12", (12,)),
-        ("", ()),
-        ("dev", ()),
-    ],
-)
-def test_parse_version(text: str, expected: tuple[int, ...]) -> None:
-    assert parse_version(text) == expected
-
-
-def test_in_range_bounds_cover_patch_releases() -> None:
-    assert in_range("2.19.3", "2.18", "2.19")
-    assert not in_range("2.20.0", "2.18", "2.19")
-    assert not in_range("2.17.1", "2.18", "")
-    assert in_range("2.21.0", "2.20", "")
-    assert not in_range("", "2.18", "")
+def test_versions_compare_with_packaging() -> None:
+    assert matches("2.19.3", ">=2.18,<2.20") and not matches("2.20.0", ">=2.18,<2.20")
+    assert not matches("2.20.0rc0", "<2.20")  # a pre-release of the excluded version
+    assert matches("2.11.0+cu130", ">=2.1") and not matches("", ">=1") and not matches("x", "")
+    assert at_least("2.16.0rc0", "2.16") and not at_least("2.15.1", "2.16")
+    assert at_least("580.159.04", "580") and not at_least("470.82.01", "525.60.13")
+    assert major_minor("12") == (12, 0) and major_minor("dev") == ()
 
 
 def test_shorten_keeps_the_exception_line() -> None:
@@ -303,8 +290,13 @@ def test_tensorflow_macos_with_other_tensorflow_version_conflicts() -> None:
 # -- Rosetta, several TF distributions ------------------------------------------------------
 def test_rosetta_only_when_translated() -> None:
     assert "env.rosetta" not in ids(run_checks(mac({"tensorflow": "2.19.0"})))
-    translated = mac({"tensorflow": "2.19.0"}, python_arch="x86_64", rosetta=True)
+    # What an x86_64 Python under Rosetta reads: machine x86_64, proc_translated 1.
+    translated = mac({"tensorflow": "2.19.0"}, machine="x86_64", proc_translated="1")
+    assert translated.host.rosetta and translated.host.machine == "arm64"
     assert only(run_checks(translated), "env.rosetta").severity == "error"
+    # An Intel Mac: no proc_translated oid (sysctl fails), machine x86_64: not Rosetta.
+    intel = mac({"tensorflow": "2.19.0"}, machine="x86_64", proc_translated=None)
+    assert not intel.host.rosetta and "env.rosetta" not in ids(run_checks(intel))
 
 
 def test_tensorflow_and_tensorflow_cpu_of_different_versions() -> None:
@@ -611,8 +603,8 @@ def test_knowledge_base_is_cached_and_cites_sources() -> None:
     families = {f["major"]: f["min_driver_linux"] for f in kb["cuda"]["families"]}
     assert families == {11: "450.80.02", 12: "525.60.13", 13: "580"}
     rel = {r["version"]: r for r in kb["metal"]["releases"]}
-    assert (rel["1.2.0"]["python_min"], rel["1.2.0"]["python_max"]) == ("3.9", "3.12")
-    assert rel["1.1.0"]["python_max"] == "3.11"
+    assert rel["1.2.0"]["python"] == ">=3.9,<3.13"
+    assert rel["1.1.0"]["python"] == ">=3.9,<3.12"
 
 
 def test_checks_import_no_framework() -> None:
