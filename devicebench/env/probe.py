@@ -164,6 +164,45 @@ def host_from_raw(raw: RawHost) -> HostInfo:
     return host
 
 
+def snapshot_from_raw(doc: dict) -> EnvSnapshot:
+    """Replay raw inputs recorded on some machine through the probe's own interpretation.
+
+    ``doc`` holds what the probe reads, verbatim: ``host`` (:class:`RawHost` fields),
+    ``nvidia_smi`` (``{"header": ..., "rows": ...}``, absent without nvidia-smi),
+    ``ldconfig`` (``ldconfig -p`` output), ``env_lib_listing`` (file names in the
+    environment's ``lib/``), ``distributions``, ``env_vars``, ``keras_config_backend``
+    and ``frameworks`` (per framework: the worker's ``status``, JSON ``result`` and
+    ``stderr``). Test fixtures are built this way so they cannot drift from the probe.
+    """
+    host = host_from_raw(build_dataclass(RawHost, doc.get("host", {})))
+    smi_raw = doc.get("nvidia_smi")
+    smi = None
+    if isinstance(smi_raw, dict):
+        smi = nvidia_smi_from_output(smi_raw.get("header"), smi_raw.get("rows"))
+    env_libs = {}
+    if host.conda_env and host.python_prefix:
+        env_libs = cuda_libs_in_dir(f"{host.python_prefix}/lib", doc.get("env_lib_listing", []))
+    frameworks = {
+        name: framework_probe_from_worker(
+            name, fw.get("status", "ok"), fw.get("result"), fw.get("stderr", ""),
+            fw.get("stdout", ""), fw.get("describe", ""),
+        )
+        for name, fw in doc.get("frameworks", {}).items()
+    }
+    return EnvSnapshot(
+        created_at=str(doc.get("created_at", "")),
+        host=host,
+        distributions=dict(doc.get("distributions", {})),
+        keras_config_backend=str(doc.get("keras_config_backend", "")),
+        nvidia_smi=smi,
+        env_vars=dict(doc.get("env_vars", {})),
+        blas=build_dataclass(BlasInfo, doc.get("blas", {})),
+        system_cuda_libs=cuda_libs_from_ldconfig(doc.get("ldconfig", "")),
+        env_cuda_libs=env_libs,
+        frameworks=frameworks,
+    )
+
+
 def probe_host() -> HostInfo:
     """OS, architecture (and Rosetta), Python, CPU, RAM."""
     return host_from_raw(read_raw_host())
@@ -346,11 +385,12 @@ def probe_nvidia_smi() -> NvidiaSmi | None:
     header = _run([exe], timeout=15)
     rows = None
     if header is not None:
-        rows = _run(
-            [exe, "--query-gpu=index,name,memory.total,compute_cap",
-             "--format=csv,noheader,nounits"],
-            timeout=15,
-        )
+        # compute_cap is queryable only on newer drivers (about 510+): fall back without it.
+        for fields in ("index,name,memory.total,compute_cap", "index,name,memory.total"):
+            rows = _run([exe, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                        timeout=15)
+            if rows is not None:
+                break
     return nvidia_smi_from_output(header, rows)
 
 

@@ -110,7 +110,8 @@ def metal_install_fix(snap: EnvSnapshot, kb: KB) -> str:
     if mac and not matches(mac, rel.get("macos", "")):
         return (
             f"upgrade macOS (System Settings > General > Software Update): tensorflow-metal "
-            f"{metal['recommended']} needs macOS {rel.get('macos')}; this is macOS {mac}. "
+            f"{metal['recommended']} needs macOS {rel.get('macos', '').lstrip('>=')} or newer; "
+            f"this is macOS {mac}. "
             "Until then: pip uninstall -y tensorflow-metal  # train on the CPU"
         )
     py = snap.host.python_version
@@ -293,10 +294,17 @@ def check_tensorflow_macos(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "TensorFlow and guides that say 'tensorflow-macos 2.18' name a version that "
                 "does not exist."
             ),
-            fix="pip uninstall -y tensorflow-macos tensorflow && " + metal_install_fix(snap, kb),
+            fix=_tensorflow_macos_fix(snap, kb),
             source=tm["source"],
         )
     ]
+
+
+def _tensorflow_macos_fix(snap: EnvSnapshot, kb: KB) -> str:
+    install = metal_install_fix(snap, kb)
+    if install.startswith("upgrade macOS"):
+        return install  # nothing newer installs on this macOS
+    return "pip uninstall -y tensorflow-macos tensorflow && " + install
 
 
 def check_xla_off_apple(snap: EnvSnapshot, kb: KB) -> list[Finding]:

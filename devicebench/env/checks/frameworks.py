@@ -418,8 +418,8 @@ def check_keras_backend(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     pick = installed[0]
     fix = f"export KERAS_BACKEND={pick}"
     if not env_value and snap.keras_config_backend:
-        fix += f'  # or set "backend": "{pick}" in ~/.keras/keras.json'
-    fix += f"  # installed: {', '.join(installed)}"
+        fix += f'  (or set "backend": "{pick}" in ~/.keras/keras.json)'
+    fix += f"  # installed backends: {', '.join(installed)}"
     return [
         Finding(
             "keras.backend-missing",

@@ -195,15 +195,17 @@ def _nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) 
                     (),
                 )
             )
-        causes += tf_library_causes(probe, snap, kb)
-        causes.append(
-            (
-                "CUDA/cuDNN libraries not found or not loadable (TF logs 'Cannot dlopen some "
-                "GPU libraries' at import)",
-                tf_cuda_fix(tf_v, kb),
-                (),
+        library_causes = tf_library_causes(probe, snap, kb)
+        causes += library_causes
+        if not library_causes:
+            causes.append(
+                (
+                    "CUDA/cuDNN libraries not found or not loadable (TF logs 'Cannot dlopen some "
+                    "GPU libraries' at import)",
+                    tf_cuda_fix(tf_v, kb),
+                    (),
+                )
             )
-        )
     elif name == "torch":
         if not build or "+cpu" in probe.version:
             causes.append(
