@@ -61,6 +61,7 @@ TRACKED_ENV_VARS: tuple[str, ...] = (
     "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
     "PYTORCH_CUDA_ALLOC_CONF",
     "LD_LIBRARY_PATH",
+    "CONDA_PREFIX",
 )
 
 
@@ -69,7 +70,11 @@ class HostInfo:
     """Facts about the machine and interpreter, gathered without any framework."""
 
     os: str = ""  # platform.system(): Linux | Darwin | Windows
-    os_version: str = ""  # macOS product version, distro name, or kernel release
+    os_version: str = ""  # for display: "macOS 14.5", "Ubuntu 24.04 LTS (kernel 6.8.0)", ...
+    # The macOS product version alone ("14.5", from platform.mac_ver()), checked as a
+    # version where the probe reads it; "" off macOS or when unknown. Checks compare
+    # this field, never os_version.
+    macos_version: str = ""
     machine: str = ""  # hardware architecture (arm64 on Apple Silicon even under Rosetta)
     python_arch: str = ""  # architecture the interpreter is built for (platform.machine())
     rosetta: bool | None = None  # True: x86_64 Python translated on Apple Silicon
@@ -82,6 +87,8 @@ class HostInfo:
     cpu_flags: list[str] = field(default_factory=list)  # selected ISA flags (avx512*, amx*)
     ram_bytes: int | None = None
     apple_chip: str = ""  # "Apple M1 Ultra" on Apple Silicon, "" elsewhere
+    python_prefix: str = ""  # sys.prefix
+    conda_env: bool = False  # sys.prefix is a conda environment (has conda-meta/)
 
 
 @dataclass
@@ -142,6 +149,9 @@ class FrameworkProbe:
     keras_jit_auto: bool | None = None  # how jit_compile="auto" resolved on this backend
     keras_error: str = ""
     memory_stats: str = ""  # "works" | "zeros" (unknown) | "unsupported" | "error: ..."
+    # Library-loading failures the framework logged while importing, even when the
+    # import succeeded (TF: "Could not load dynamic library 'libcudnn.so.7'; ...").
+    load_errors: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # exception text / stderr tail when status != ok
 
@@ -169,6 +179,11 @@ class EnvSnapshot:
     blas: BlasInfo = field(default_factory=BlasInfo)
     nvidia_smi: NvidiaSmi | None = None
     env_vars: dict[str, str] = field(default_factory=dict)
+    # CUDA-related shared libraries (soname -> path): the system's from `ldconfig -p`,
+    # and those inside this Python's environment (conda: <prefix>/lib), which the
+    # dynamic loader finds only through LD_LIBRARY_PATH.
+    system_cuda_libs: dict[str, str] = field(default_factory=dict)
+    env_cuda_libs: dict[str, str] = field(default_factory=dict)
     frameworks: dict[str, FrameworkProbe] = field(default_factory=dict)
     probes_concurrent: bool = False  # frameworks imported at once: import times inflated
     probe_errors: list[str] = field(default_factory=list)  # parts of the probe that failed
@@ -217,49 +232,120 @@ class EnvSnapshot:
                 f"understands ({SCHEMA_VERSION})",
                 fix="upgrade devicebench: pip install -U devicebench",
             )
+        _migrate(data)
         try:
-            return _build(cls, data)
-        except (TypeError, ValueError) as exc:
+            return _build(cls, data, "")
+        except _FieldError as exc:
             raise SnapshotError(
-                f"snapshot has an unexpected shape ({exc})",
+                f"snapshot field {exc.path}: expected {exc.expected}, got {exc.got}",
+                why="the file was edited by hand or written by another program",
                 fix="re-save it with `devicebench doctor --save FILE`",
             ) from None
 
 
-def _build(tp: Any, value: Any) -> Any:
-    """Recursively turn JSON values into the annotated dataclass types."""
+class _FieldError(Exception):
+    def __init__(self, path: str, expected: str, got: Any) -> None:
+        super().__init__(path)
+        self.path = path or "(top level)"
+        self.expected = expected
+        self.got = "null" if got is None else f"{_json_type(got)} {_preview(got)}"
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _preview(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return ""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_EXPECTED = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _migrate(data: dict[str, Any]) -> None:
+    """Fill fields older snapshots lack, in place (schema 1 before macos_version existed)."""
+    host = data.get("host")
+    if not isinstance(host, dict) or "macos_version" in host or host.get("os") != "Darwin":
+        return
+    text = host.get("os_version")
+    if isinstance(text, str):
+        host["macos_version"] = clean_macos_version(text.removeprefix("macOS").strip())
+
+
+def clean_macos_version(text: str) -> str:
+    """``"14.5"`` -> ``"14.5"``; anything that is not a release number -> ``""``.
+
+    The single place a macOS product version string is parsed; checks then compare it
+    with ``packaging.version.Version``.
+
+    Example:
+        >>> [clean_macos_version(t) for t in ("14.6.1", "macOS 14.5", "")]
+        ['14.6.1', '', '']
+    """
+    from packaging.version import InvalidVersion, Version
+
+    text = text.strip()
+    if not text or not text[0].isdigit():
+        return ""
+    try:
+        Version(text)
+    except InvalidVersion:
+        return ""
+    return text
+
+
+def _build(tp: Any, value: Any, path: str) -> Any:
+    """Recursively turn JSON values into the annotated dataclass types, naming bad fields."""
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise TypeError(f"{tp.__name__} must be an object, got {type(value).__name__}")
+            raise _FieldError(path, "an object", value)
         hints = typing.get_type_hints(tp)
         kwargs = {}
         for f in dataclasses.fields(tp):
             if f.name in value:
-                kwargs[f.name] = _build(hints[f.name], value[f.name])
+                sub = f"{path}.{f.name}" if path else f.name
+                kwargs[f.name] = _build(hints[f.name], value[f.name], sub)
         return tp(**kwargs)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _build(inner[0], value)
+        return _build(inner[0], value, path)
     if origin is list:
         if not isinstance(value, list):
-            raise TypeError(f"expected a list, got {type(value).__name__}")
+            raise _FieldError(path, "a list", value)
         (item,) = typing.get_args(tp)
-        return [_build(item, v) for v in value]
+        return [_build(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise TypeError(f"expected an object, got {type(value).__name__}")
+            raise _FieldError(path, "an object", value)
         _, vt = typing.get_args(tp)
-        return {str(k): _build(vt, v) for k, v in value.items()}
+        return {str(k): _build(vt, v, f"{path}.{k}") for k, v in value.items()}
     if tp is Any:
         return value
-    if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if tp in (int, str, bool) and value is not None and not isinstance(value, tp):
-        raise TypeError(f"expected {tp.__name__}, got {type(value).__name__}")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise _FieldError(path, _EXPECTED[float], value)
+    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _FieldError(path, _EXPECTED[int], value)
+    if tp in (str, bool) and not isinstance(value, tp):
+        raise _FieldError(path, _EXPECTED[tp], value)
     return value
 
 
@@ -282,9 +368,21 @@ def load_snapshot(path: str | Path) -> EnvSnapshot:
             f"snapshot file not found: {p}",
             fix="check the path, or write one with `devicebench doctor --save FILE`",
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except PermissionError:
         raise SnapshotError(
-            f"cannot read snapshot file {p}: {exc}", fix="check the file's permissions"
+            f"no permission to read snapshot file {p}",
+            fix=f"check the file's permissions: ls -l {p}",
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(
+            f"snapshot file {p} is not a text file (undecodable byte at offset {exc.start})",
+            why="a snapshot is a JSON text file; this looks like binary data (wrong file?)",
+            fix="pass the JSON file written by `devicebench doctor --save FILE`",
+        ) from None
+    except OSError as exc:
+        raise SnapshotError(
+            f"cannot read snapshot file {p}: {exc.strerror or exc}",
+            fix="check the path and that the disk is readable",
         ) from None
     try:
         data = json.loads(text)
@@ -295,3 +393,14 @@ def load_snapshot(path: str | Path) -> EnvSnapshot:
             fix="re-save it with `devicebench doctor --save FILE`",
         ) from None
     return EnvSnapshot.from_dict(data)
+
+
+def build_dataclass(tp: Any, value: Any) -> Any:
+    """Build dataclass ``tp`` from JSON ``value``; raises SnapshotError naming a bad field."""
+    try:
+        return _build(tp, value, "")
+    except _FieldError as exc:
+        raise SnapshotError(
+            f"field {exc.path}: expected {exc.expected}, got {exc.got}",
+            fix="re-save it with `devicebench doctor --save FILE`",
+        ) from None

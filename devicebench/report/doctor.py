@@ -72,26 +72,35 @@ def render_doctor(
     con = console or make_console()
     h = snapshot.host
     source = f"snapshot {from_file}" if from_file else "this machine"
-    con.print(f"[bold]devicebench doctor[/bold] — {source} ({snapshot.created_at or 'no date'})")
+    con.print(Text.assemble(("devicebench doctor", "bold"),
+                            f" — {source} ({snapshot.created_at or 'no date'})"))
+    # Machine facts are plain text: "[arm64, ...]" or a path with brackets is not markup.
+    plain = {"markup": False, "highlight": False}
     arch = h.machine + (f", Python built for {h.python_arch} (Rosetta)" if h.rosetta else "")
-    con.print(f"  OS       {h.os_version or h.os} [{arch}]")
+    con.print(f"  OS       {h.os_version or h.os} [{arch}]", **plain)
     cores = f"{h.cpu_cores_physical or '?'} cores / {h.cpu_cores_logical or '?'} threads"
     cpu = h.apple_chip or h.cpu_model or "unknown"
-    con.print(f"  CPU      {cpu}, {cores}, RAM {_gib(h.ram_bytes)}")
-    con.print(f"  Python   {h.python_version} ({h.python_implementation}) {h.python_executable}")
+    con.print(f"  CPU      {cpu}, {cores}, RAM {_gib(h.ram_bytes)}", **plain)
+    con.print(f"  Python   {h.python_version} ({h.python_implementation}) {h.python_executable}",
+              **plain)
     blas = snapshot.blas
-    con.print(f"  numpy    {blas.numpy_version or 'not installed'}, BLAS {blas.name or 'unknown'}")
+    con.print(f"  numpy    {blas.numpy_version or 'not installed'}, BLAS {blas.name or 'unknown'}",
+              **plain)
     if snapshot.nvidia_smi is not None:
         smi = snapshot.nvidia_smi
         gpus = ", ".join(g.name for g in smi.gpus) or smi.error or "no GPUs listed"
         driver = f"driver {smi.driver_version or '?'} (CUDA {smi.cuda_version or '?'})"
-        con.print(f"  NVIDIA   {driver}: {gpus}")
+        con.print(f"  NVIDIA   {driver}: {gpus}", **plain)
+    libs = sorted(set(snapshot.system_cuda_libs) | set(snapshot.env_cuda_libs))
+    libs = [n for n in libs if n.startswith(("libcudart.so.", "libcudnn.so."))]
+    if libs:
+        con.print(f"  CUDA libs {', '.join(libs)}", **plain)
     con.print(f"  Keras    backend {snapshot.keras_backend!r} "
-              f"(KERAS_BACKEND={snapshot.env_vars.get('KERAS_BACKEND', 'unset')})")
+              f"(KERAS_BACKEND={snapshot.env_vars.get('KERAS_BACKEND', 'unset')})", **plain)
     if snapshot.env_vars:
         env = ", ".join(f"{k}={v}" for k, v in snapshot.env_vars.items() if k != "LD_LIBRARY_PATH")
         if env:
-            con.print(f"  env      {env}")
+            con.print(f"  env      {env}", **plain)
 
     if snapshot.frameworks:
         how = ("imported at the same time, each in its own process: import times include "
@@ -100,22 +109,31 @@ def render_doctor(
         con.print(f"\n[bold]Frameworks[/bold] ({how})")
     else:
         con.print("\n[bold]Frameworks[/bold]: none probed")
+    # Column widths from the longest entry, always with a space between columns:
+    # "torch      2.11.0+cu130 ok", never "2.11.0+cu130ok".
+    name_w = max((len(n) for n in snapshot.frameworks), default=0) + 1
+    ver_w = max((len(p.version) for p in snapshot.frameworks.values()), default=0) + 1
+    name_w, ver_w = max(name_w, 11), max(ver_w, 12)
     for name, p in snapshot.frameworks.items():
         if p.status != "ok":
             first = p.error.strip().splitlines()[0] if p.error.strip() else ""
-            con.print(Text.assemble(f"  {name:<11}", (p.status, "bold red"), f"  {first}"))
+            con.print(Text.assemble(f"  {name:<{name_w}}{p.version:<{ver_w}}",
+                                    (p.status, "bold red"), f"  {first}"))
             continue
         imp = f"{p.import_seconds:.1f} s" if p.import_seconds is not None else "?"
-        con.print(Text.assemble(f"  {name:<11}{p.version:<12}", ("ok", "green"),
+        con.print(Text.assemble(f"  {name:<{name_w}}{p.version:<{ver_w}}", ("ok", "green"),
                                 f"  import {imp}  devices: {_devices(p)}  build: {_build(p)}"))
+        for line in p.load_errors[:3]:
+            con.print(f"  {'':<{name_w + ver_w}}logged: {line[:160]}", markup=False,
+                      highlight=False)
         if p.keras_version:
             jit = "?" if p.keras_jit_auto is None else ("on" if p.keras_jit_auto else "off")
             keras = f"Keras {p.keras_version}, jit_compile=\"auto\" resolves to {jit}"
         else:
             keras = f"Keras: {p.keras_error or 'not importable'}"
         mem = {"zeros": "reads zeros (unknown)", "unsupported": "not available (unknown)"}
-        con.print(f"  {'':<23}{keras}; memory stats: {mem.get(p.memory_stats, p.memory_stats)}",
-                  markup=False, highlight=False)
+        con.print(f"  {'':<{name_w + ver_w}}{keras}; memory stats: "
+                  f"{mem.get(p.memory_stats, p.memory_stats)}", markup=False, highlight=False)
 
     ordered = sort_findings(findings)
     counts = {s: sum(f.severity == s for f in ordered) for s in SEVERITIES}

@@ -134,7 +134,15 @@ def test_bad_inputs_give_one_line_and_exit_2(tmp_path):
     assert_one_line_error(run_cli("doctor", "--snapshot", str(newer)), "newer", "upgrade")
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps({"schema_version": 1, "host": "x86"}))
-    assert_one_line_error(run_cli("doctor", "--snapshot", str(wrong)), "unexpected shape")
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(wrong)),
+                          "field host:", "expected an object")
+    null = tmp_path / "null.json"
+    null.write_text(json.dumps({"schema_version": 1, "host": {"os_version": None}}))
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(null)),
+                          "host.os_version", "expected a string, got null")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(bytes(range(256)))
+    assert_one_line_error(run_cli("doctor", "--snapshot", str(binary)), "not a text file")
     assert_one_line_error(run_cli("doctor", "--snapshot", str(tmp_path)), "directory")
     broken = tmp_path / "train.py"
     broken.write_text("def f(:\n    pass\n")
@@ -152,3 +160,25 @@ def test_script_check_through_cli_reports_line():
     lineno = next(i for i, ln in enumerate(script.read_text().splitlines(), 1)
                   if "optimizers.legacy" in ln)
     assert legacy and legacy[0]["location"].endswith(f":{lineno}")
+
+
+def test_rosetta_header_keeps_the_bracketed_architecture():
+    res = run_cli("doctor", "--snapshot", str(FIXTURES / "snapshots" / "rosetta_intel_python.json"))
+    assert "[arm64, Python built for x86_64 (Rosetta)]" in res.stdout, res.stdout[:600]
+
+
+def test_h200_snapshot_table_and_keras_backend_error():
+    snap = FIXTURES / "snapshots" / "h200_jax_torch_cuda13.json"
+    res = run_cli("doctor", "--snapshot", str(snap))
+    assert res.returncode == 1, res.stderr
+    assert "2.11.0+cu130 ok" in res.stdout and "cu130ok" not in res.stdout
+    assert "keras.backend-missing" in res.stdout and "export KERAS_BACKEND=jax" in res.stdout
+
+
+@requires_tf
+def test_this_machine_has_no_errors(tf_snapshot):
+    from devicebench.env.checks import run_checks
+
+    errors = [f.id for f in run_checks(tf_snapshot) if f.severity == "error"]
+    assert errors == []
+    assert tf_snapshot.host.os != "Darwin" or tf_snapshot.host.macos_version

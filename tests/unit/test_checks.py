@@ -10,8 +10,9 @@ import pytest
 
 import devicebench.env.checks as checks_pkg
 from devicebench.env.checks import load_knowledge, run_checks
-from devicebench.env.checks._util import in_range, parse_version, shorten
+from devicebench.env.checks._util import at_least, major_minor, matches, shorten
 from devicebench.env.finding import SEVERITIES, Finding
+from devicebench.env.probe import RawHost, host_from_raw
 from devicebench.env.snapshot import (
     BlasInfo,
     DeviceInfo,
@@ -69,20 +70,20 @@ def linux(
 
 
 def mac(
-    dists=None, env=None, frameworks=None, python="3.11.9", macos="14.6", **host
+    dists=None, env=None, frameworks=None, python="3.11.9", macos="14.6", **raw
 ) -> EnvSnapshot:
+    """An Apple Silicon snapshot whose host is what the probe makes of these raw inputs."""
     fields = dict(
-        os="Darwin",
-        os_version=macos,
+        system="Darwin",
         machine="arm64",
-        python_arch="arm64",
-        rosetta=False,
+        mac_ver=macos,
+        proc_translated="0",
+        cpu_brand="Apple M1 Max",
         python_version=python,
-        apple_chip="Apple M1 Max",
     )
-    fields.update(host)
+    fields.update(raw)
     return EnvSnapshot(
-        host=HostInfo(**fields),
+        host=host_from_raw(RawHost(**fields)),
         distributions=dict(dists or {}),
         env_vars=dict(env or {}),
         frameworks=dict(frameworks or {}),
@@ -138,7 +139,8 @@ def test_fixture_finding_ids_and_severities(name: str) -> None:
 
 
 def test_fixture_files_are_all_covered() -> None:
-    assert {p.name for p in FIXTURES.glob("*.json")} == set(FIXTURE_EXPECTED)
+    covered = set(FIXTURE_EXPECTED) | {"h200_jax_torch_cuda13.json"}  # recorded on the H200
+    assert {p.name for p in FIXTURES.glob("*.json")} == covered
 
 
 def test_m1_tf218_metal110_names_the_pair_and_the_symbol() -> None:
@@ -194,27 +196,13 @@ def test_linux_driver_older_than_cuda_fixture() -> None:
 
 
 # -- version helpers ------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("2.18.0", (2, 18, 0)),
-        ("2.16.0rc1", (2, 16, 0)),
-        ("2.5.1+cu124", (2, 5, 1)),
-        ("12", (12,)),
-        ("", ()),
-        ("dev", ()),
-    ],
-)
-def test_parse_version(text: str, expected: tuple[int, ...]) -> None:
-    assert parse_version(text) == expected
-
-
-def test_in_range_bounds_cover_patch_releases() -> None:
-    assert in_range("2.19.3", "2.18", "2.19")
-    assert not in_range("2.20.0", "2.18", "2.19")
-    assert not in_range("2.17.1", "2.18", "")
-    assert in_range("2.21.0", "2.20", "")
-    assert not in_range("", "2.18", "")
+def test_versions_compare_with_packaging() -> None:
+    assert matches("2.19.3", ">=2.18,<2.20") and not matches("2.20.0", ">=2.18,<2.20")
+    assert not matches("2.20.0rc0", "<2.20")  # a pre-release of the excluded version
+    assert matches("2.11.0+cu130", ">=2.1") and not matches("", ">=1") and not matches("x", "")
+    assert at_least("2.16.0rc0", "2.16") and not at_least("2.15.1", "2.16")
+    assert at_least("580.159.04", "580") and not at_least("470.82.01", "525.60.13")
+    assert major_minor("12") == (12, 0) and major_minor("dev") == ()
 
 
 def test_shorten_keeps_the_exception_line() -> None:
@@ -303,8 +291,13 @@ def test_tensorflow_macos_with_other_tensorflow_version_conflicts() -> None:
 # -- Rosetta, several TF distributions ------------------------------------------------------
 def test_rosetta_only_when_translated() -> None:
     assert "env.rosetta" not in ids(run_checks(mac({"tensorflow": "2.19.0"})))
-    translated = mac({"tensorflow": "2.19.0"}, python_arch="x86_64", rosetta=True)
+    # What an x86_64 Python under Rosetta reads: machine x86_64, proc_translated 1.
+    translated = mac({"tensorflow": "2.19.0"}, machine="x86_64", proc_translated="1")
+    assert translated.host.rosetta and translated.host.machine == "arm64"
     assert only(run_checks(translated), "env.rosetta").severity == "error"
+    # An Intel Mac: no proc_translated oid (sysctl fails), machine x86_64: not Rosetta.
+    intel = mac({"tensorflow": "2.19.0"}, machine="x86_64", proc_translated=None)
+    assert not intel.host.rosetta and "env.rosetta" not in ids(run_checks(intel))
 
 
 def test_tensorflow_and_tensorflow_cpu_of_different_versions() -> None:
@@ -611,8 +604,8 @@ def test_knowledge_base_is_cached_and_cites_sources() -> None:
     families = {f["major"]: f["min_driver_linux"] for f in kb["cuda"]["families"]}
     assert families == {11: "450.80.02", 12: "525.60.13", 13: "580"}
     rel = {r["version"]: r for r in kb["metal"]["releases"]}
-    assert (rel["1.2.0"]["python_min"], rel["1.2.0"]["python_max"]) == ("3.9", "3.12")
-    assert rel["1.1.0"]["python_max"] == "3.11"
+    assert rel["1.2.0"]["python"] == ">=3.9,<3.13"
+    assert rel["1.1.0"]["python"] == ">=3.9,<3.12"
 
 
 def test_checks_import_no_framework() -> None:
@@ -629,3 +622,316 @@ def test_checks_import_no_framework() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+# -- fixtures built by the probe's own functions from raw inputs recorded on real machines ---
+RAW = Path(__file__).resolve().parent.parent / "fixtures" / "raw"
+
+
+def raw_fixture(name: str) -> EnvSnapshot:
+    import json
+
+    from devicebench.env.probe import snapshot_from_raw
+
+    return snapshot_from_raw(json.loads((RAW / f"{name}.json").read_text()))
+
+
+def bad(findings: list[Finding]) -> list[tuple[str, str]]:
+    return [(f.id, f.severity) for f in findings if f.severity in ("error", "warning")]
+
+
+@pytest.mark.parametrize(
+    "name", ["mac_m3_macos145_tf219_metal120", "mac_m1_macos151_tf218_metal120"]
+)
+def test_healthy_macs_have_no_errors_or_warnings(name: str) -> None:
+    snap = raw_fixture(name)
+    assert snap.host.os_version.startswith("macOS ") and snap.host.macos_version[0].isdigit()
+    findings = run_checks(snap)
+    assert bad(findings) == []
+    assert "keras.xla-off-apple-gpu" in ids(findings)
+
+
+def test_every_recorded_raw_fixture_is_covered() -> None:
+    assert {p.stem for p in RAW.glob("*.json")} == {
+        "mac_m3_macos145_tf219_metal120",
+        "mac_m1_macos151_tf218_metal120",
+        "mac_bigsur_metal_built_for_12",
+        "mac_wrong_arch_tf291",
+        "linux_tf23_cudnn8_system",
+        "linux_jupyter_conda_libs_tf212",
+    }
+    for p in RAW.glob("*.json"):
+        assert "source" in p.read_text()
+
+
+def test_h200_cuda_box_only_error_is_the_keras_backend() -> None:
+    snap = load_snapshot(FIXTURES / "h200_jax_torch_cuda13.json")
+    findings = run_checks(snap)
+    assert bad(findings) == [("keras.backend-missing", "error")]
+    f = findings[0]
+    assert "'tensorflow'" in f.observed and "TensorFlow is not installed" in f.observed
+    assert f.fix.startswith("export KERAS_BACKEND=jax")
+    snap.env_vars["KERAS_BACKEND"] = "jax"
+    assert bad(run_checks(snap)) == []  # with a backend that is installed: a healthy box
+
+
+def test_macos_version_compares_as_a_version_not_a_string() -> None:
+    # "macOS 14.5" read by a leading-digits parser was "too old" on every Mac.
+    for ver in ("12.1", "14.5", "15.0.1", "26.0"):
+        snap = mac({"tensorflow": "2.19.0", "tensorflow-metal": "1.2.0"}, macos=ver)
+        assert "metal.macos-too-old" not in ids(run_checks(snap)), ver
+    old = mac({"tensorflow": "2.19.0", "tensorflow-metal": "1.2.0"}, macos="12.0.1")
+    assert only(run_checks(old), "metal.macos-too-old").severity == "error"
+
+
+def test_old_snapshots_with_macos_in_os_version_are_migrated() -> None:
+    for text, expected in (("macOS 14.5", "14.5"), ("14.4.1", "14.4.1"), ("junk", "")):
+        snap = EnvSnapshot.from_dict(
+            {"schema_version": 1, "host": {"os": "Darwin", "os_version": text}}
+        )
+        assert snap.host.macos_version == expected
+
+
+def test_torch_mps_macos_check_uses_the_version() -> None:
+    torch_only = {"torch": "2.6.0"}
+    old = mac(torch_only, frameworks={"torch": probe("torch", "2.6.0")}, macos="12.2")
+    assert "MPS needs macOS 12.3" in only(run_checks(old), "gpu.not-seen").why
+    new = mac(torch_only, frameworks={"torch": probe("torch", "2.6.0")}, macos="14.5")
+    assert "MPS needs" not in only(run_checks(new), "gpu.not-seen").why
+
+
+def test_metal_plugin_built_for_newer_macos_is_os_too_old() -> None:
+    findings = run_checks(raw_fixture("mac_bigsur_metal_built_for_12"))
+    too_old = only(findings, "metal.macos-too-old")
+    assert "11.6" in too_old.observed and "upgrade macOS to 12.0" in too_old.fix
+    crash = only(findings, "framework.import-failed")
+    assert "metal.macos-too-old" in crash.related and "not a version mismatch" in crash.why
+    assert "upgrade macOS" in crash.fix
+    assert "metal.version-mismatch" not in ids(findings)
+    assert not any("tensorflow-metal==1.2.0" in f.fix for f in findings)
+
+
+def test_built_for_message_on_a_new_enough_macos_is_not_os_too_old() -> None:
+    err = (
+        "Symbol not found: _X\n"
+        "  Referenced from: libmetal_plugin.dylib (which was built for Mac OS X 12.0)"
+    )
+    snap = mac(
+        {"tensorflow": "2.18.0", "tensorflow-metal": "1.1.0"},
+        macos="15.1",
+        frameworks={"tensorflow": probe("tensorflow", "2.18.0", status="crashed", error=err)},
+    )
+    crash = only(run_checks(snap), "framework.import-failed")
+    assert "metal.symbol-not-found" in crash.related and "upgrade macOS" not in crash.fix
+
+
+def test_wrong_architecture_names_the_installed_distribution() -> None:
+    crash = only(run_checks(raw_fixture("mac_wrong_arch_tf291")), "framework.import-failed")
+    assert "tensorflow 2.9.1" in crash.why and "x86_64" in crash.why
+    assert crash.fix.startswith("pip uninstall -y tensorflow &&")
+    assert "'tensorflow-macos==2.9.*'" in crash.fix  # TF <= 2.12 on Apple Silicon
+    err = (
+        "ImportError: ... (mach-o file, but is an incompatible architecture "
+        "(have 'x86_64', need 'arm64'))"
+    )
+    snap = mac(
+        {"tensorflow-macos": "2.12.0"},
+        frameworks={"tensorflow": probe("tensorflow", "", status="error", error=err)},
+    )
+    crash = only(run_checks(snap), "framework.import-failed")
+    assert crash.fix.startswith("pip uninstall -y tensorflow-macos &&")
+    assert "tensorflow-macos 2.12.0" in crash.why
+
+
+def test_other_import_errors_are_not_read_as_wrong_architecture() -> None:
+    err = "ImportError: dlopen(_pywrap_tensorflow_internal.so): image not found"
+    snap = mac(
+        {"tensorflow": "2.16.2"},
+        frameworks={"tensorflow": probe("tensorflow", "", status="error", error=err)},
+    )
+    assert "architecture" not in only(run_checks(snap), "framework.import-failed").why
+
+
+@pytest.mark.parametrize(
+    ("python", "macos", "tf", "expected", "blocker"),
+    [
+        ("3.12.4", "14.5", "2.19.0", "1.2.0", ""),
+        ("3.11.9", "14.5", "2.17.0", "1.1.0", ""),
+        ("3.12.4", "14.5", "2.17.0", None, "tensorflow"),  # 1.1.0 has no cp312 wheel
+        ("3.13.1", "15.1", "", None, "python"),
+        ("3.9.6", "11.7", "", None, "macos"),
+        ("3.9.6", "12.0", "2.8.0", "0.4.0", ""),
+        ("3.9.6", "12.0", "2.9.0", None, "tensorflow"),  # 0.5.0 needs macOS 12.1
+        ("3.12.4", "14.5", "2.20.0", None, "tensorflow"),  # known bad with 1.2.0
+    ],
+)
+def test_metal_version_table(python, macos, tf, expected, blocker) -> None:
+    from devicebench.env.checks.apple import metal_choice
+
+    choice = metal_choice(load_knowledge(), python=python, macos=macos, tensorflow=tf)
+    assert (choice.release or {}).get("version") == expected
+    assert choice.blocker == blocker
+
+
+def test_python_313_without_metal_wheel_is_explained() -> None:
+    snap = mac(
+        {"tensorflow": "2.20.0"},
+        python="3.13.1",
+        frameworks={"tensorflow": probe("tensorflow", "2.20.0")},
+    )
+    f = only(run_checks(snap), "gpu.not-seen")
+    assert "no tensorflow-metal release has a wheel for Python 3.13" in f.why
+    assert "python3.12 -m venv" in f.fix and "KERAS_BACKEND=torch" in f.fix
+    near = mac(
+        {"tensorflow": "2.19.0"}, python="3.12.4",
+        frameworks={"tensorflow": probe("tensorflow", "2.19.0")},
+    )
+    assert only(run_checks(near), "gpu.not-seen").fix == "pip install tensorflow-metal==1.2.0"
+
+
+def test_keras3_with_tf_215_is_an_error() -> None:
+    snap = mac({"tensorflow-macos": "2.15.0", "tensorflow-metal": "1.1.0", "keras": "3.0.5"})
+    f = only(run_checks(snap), "keras.keras3-with-old-tf")
+    assert f.severity == "error" and "keras~=2.15.0" in f.fix and "2.15.0" in f.observed
+    assert "62825" in f.source
+    linux_case = linux({"tensorflow": "2.13.1", "keras": "3.1.1"})  # keras#19390
+    assert "keras~=2.13.0" in only(run_checks(linux_case), "keras.keras3-with-old-tf").fix
+    for fine in ({"tensorflow": "2.16.1", "keras": "3.0.5"}, {"tensorflow": "2.15.0",
+                                                           "keras": "2.15.0"}):
+        assert "keras.keras3-with-old-tf" not in ids(run_checks(linux(fine)))
+
+
+@pytest.mark.parametrize(
+    ("dists", "env", "config", "expected_fix"),
+    [
+        ({"keras": "3.15.1", "jax": "0.11.2", "torch": "2.11.0"}, {}, "", "KERAS_BACKEND=jax"),
+        ({"keras": "3.15.1", "torch": "2.11.0"}, {"KERAS_BACKEND": "jax"}, "", "=torch"),
+        ({"keras": "3.15.1", "jax": "0.4.30"}, {"KERAS_BACKEND": "pytorch"}, "", "=jax"),
+        ({"keras": "3.15.1", "jax": "0.4.30"}, {}, "tensorflow", "keras.json"),
+    ],
+)
+def test_keras_backend_not_installed_is_an_error(dists, env, config, expected_fix) -> None:
+    snap = linux(dists, env=env)
+    snap.keras_config_backend = config
+    f = only(run_checks(snap), "keras.backend-missing")
+    assert f.severity == "error" and expected_fix in f.fix
+
+
+@pytest.mark.parametrize(
+    ("dists", "env"),
+    [
+        ({"keras": "3.15.1", "tensorflow": "2.19.0"}, {}),
+        ({"keras": "3.15.1", "jax": "0.4.30", "torch": "2.5.0"}, {"KERAS_BACKEND": "torch"}),
+        ({"keras": "2.15.0", "jax": "0.4.30"}, {}),  # Keras 2 has no backend switch
+        ({"keras": "3.15.1"}, {}),  # no framework at all: frameworks.none says it
+    ],
+)
+def test_keras_backend_installed_is_fine(dists, env) -> None:
+    assert "keras.backend-missing" not in ids(run_checks(linux(dists, env=env)))
+
+
+# -- Linux GPU diagnosis: each cause with its own fix -------------------------------------
+def test_tf_built_for_cudnn7_on_a_cudnn8_system() -> None:
+    f = only(run_checks(raw_fixture("linux_tf23_cudnn8_system")), "gpu.not-seen")
+    assert "GTX 960M" in f.observed  # GPUs listed although the driver lacks compute_cap
+    assert "cuDNN 7" in f.why and "libcudnn.so.8" in f.why
+    assert "cudatoolkit=10.1 cudnn=7.6" in f.fix and "and-cuda]" not in f.fix.split("#")[0]
+
+
+def test_conda_libraries_invisible_to_a_jupyter_kernel() -> None:
+    snap = raw_fixture("linux_jupyter_conda_libs_tf212")
+    f = only(run_checks(snap), "gpu.not-seen")
+    assert "conda environment" in f.why and "LD_LIBRARY_PATH=unset" in f.why
+    assert "export LD_LIBRARY_PATH=/home/gg4u/miniconda3/envs/tf/lib" in f.fix
+    assert "kernel.json" in f.fix
+    # Near miss: the same machine with the env's lib/ on LD_LIBRARY_PATH -> not this cause.
+    snap.env_vars["LD_LIBRARY_PATH"] = "/home/gg4u/miniconda3/envs/tf/lib"
+    assert "conda environment" not in only(run_checks(snap), "gpu.not-seen").why
+
+
+def test_missing_cuda_libraries_fix_depends_on_tf_version() -> None:
+    log = ["Could not load dynamic library 'libcudart.so.12'; dlerror: no such file"]
+    for tf_v, expected in (("2.15.0", "tensorflow[and-cuda]==2.15.0"),
+                           ("2.11.0", "cudatoolkit=11.2 cudnn=8.1")):
+        tf = probe("tensorflow", tf_v, build={"is_cuda_build": True}, load_errors=log)
+        f = only(run_checks(linux({"tensorflow": tf_v}, frameworks={"tensorflow": tf},
+                                  smi=smi())), "gpu.not-seen")
+        assert expected in f.fix and "not found" in f.why, tf_v
+        if tf_v == "2.11.0":
+            assert "and-cuda]" not in f.fix.split("#")[0]
+
+
+def test_jax_plugin_for_newer_cuda_than_driver() -> None:
+    jax = probe("jax", "0.7.0")
+    snap = linux({"jax": "0.7.0", "jaxlib": "0.7.0", "jax-cuda13-plugin": "0.7.0"},
+                 frameworks={"jax": jax}, smi=smi("550.54.15", "12.4"))
+    findings = run_checks(snap)
+    too_old = only(findings, "cuda.driver-too-old")
+    assert too_old.observed.startswith("JAX 0.7.0 is built for CUDA 13")
+    ok = linux({"jax": "0.7.0", "jaxlib": "0.7.0", "jax-cuda12-plugin": "0.7.0"},
+               frameworks={"jax": probe("jax", "0.7.0", devices=(CUDA0,))},
+               smi=smi("550.54.15", "12.4"))
+    assert "cuda.driver-too-old" not in ids(run_checks(ok))
+
+
+def test_jax_plugin_version_mismatch_is_named() -> None:
+    snap = linux({"jax": "0.4.31", "jaxlib": "0.4.31", "jax-cuda12-plugin": "0.4.30"},
+                 frameworks={"jax": probe("jax", "0.4.31")}, smi=smi())
+    f = only(run_checks(snap), "gpu.not-seen")
+    assert "jax-cuda12-plugin 0.4.30 does not match jaxlib 0.4.31" in f.why
+    assert "jax[cuda12]" in f.fix
+
+
+# -- probe functions on recorded raw inputs -----------------------------------------------
+def test_nvidia_smi_and_ldconfig_parsing() -> None:
+    from devicebench.env.probe import (
+        cuda_libs_from_ldconfig,
+        load_errors_from_log,
+        nvidia_smi_from_output,
+    )
+
+    smi_ = nvidia_smi_from_output(
+        "| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0     |",
+        "0, NVIDIA H200, 143771, 9.0",
+    )
+    assert (smi_.driver_version, smi_.cuda_version) == ("580.159.04", "13.0")
+    assert smi_.gpus[0].name == "NVIDIA H200" and smi_.gpus[0].compute_capability == "9.0"
+    assert nvidia_smi_from_output(None, None).error
+    libs = cuda_libs_from_ldconfig(
+        "1342 libs found in cache `/etc/ld.so.cache'\n"
+        "\tlibcudnn.so.8 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn.so.8\n"
+        "\tlibc.so.6 (libc6,x86-64, OS ABI: Linux 3.2.0) => /lib/x86_64-linux-gnu/libc.so.6\n"
+    )
+    assert libs == {"libcudnn.so.8": "/usr/lib/x86_64-linux-gnu/libcudnn.so.8"}
+    assert load_errors_from_log("I tensorflow ... Successfully opened dynamic library x") == []
+
+
+# -- snapshot validation -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("patch", "field", "expected"),
+    [
+        ({"host": {"os_version": None}}, "host.os_version", "expected a string, got null"),
+        ({"host": {"cpu_cores_logical": "8"}}, "host.cpu_cores_logical", "an integer"),
+        ({"host": {"cpu_cores_logical": True}}, "host.cpu_cores_logical", "an integer"),
+        ({"created_at": None}, "created_at", "a string"),
+        ({"distributions": {"tensorflow": 2.19}}, "distributions.tensorflow", "a string"),
+        ({"frameworks": {"tensorflow": {"import_seconds": "fast"}}},
+         "frameworks.tensorflow.import_seconds", "a number"),
+        ({"frameworks": {"jax": {"physical_devices": [{"kind": None}]}}},
+         "frameworks.jax.physical_devices[0].kind", "a string"),
+        ({"nvidia_smi": {"gpus": "A100"}}, "nvidia_smi.gpus", "a list"),
+    ],
+)
+def test_bad_snapshot_fields_are_named(patch, field, expected) -> None:
+    from devicebench.errors import SnapshotError
+
+    with pytest.raises(SnapshotError) as info:
+        EnvSnapshot.from_dict({"schema_version": 1, **patch})
+    text = str(info.value)
+    assert f"field {field}:" in text and expected in text, text
+
+
+def test_nullable_snapshot_fields_accept_null() -> None:
+    snap = EnvSnapshot.from_dict({"schema_version": 1, "nvidia_smi": None,
+                                  "host": {"rosetta": None, "ram_bytes": None}})
+    assert snap.nvidia_smi is None and snap.host.rosetta is None

@@ -24,6 +24,8 @@ from devicebench.env.checks.apple import (
     check_xla_off_apple,
 )
 from devicebench.env.checks.frameworks import (
+    check_keras3_old_tf,
+    check_keras_backend,
     check_legacy_keras,
     check_multiple_tf,
     check_no_frameworks,
@@ -53,6 +55,8 @@ CHECKS: list[Check] = [
     check_cuda_driver,
     check_nvidia_smi_failed,
     check_probe_failures,
+    check_keras3_old_tf,
+    check_keras_backend,
     check_legacy_keras,
     check_gpu_not_seen,
     check_no_frameworks,

@@ -1,61 +1,78 @@
-"""Small helpers shared by the checks: version parsing and derived snapshot facts."""
+"""Small helpers shared by the checks: version comparison (``packaging``) and derived facts."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from devicebench.env.snapshot import EnvSnapshot, FrameworkProbe
 
 KB = dict[str, Any]
 
-_LEADING_NUMBERS = re.compile(r"\d+(?:\.\d+)*")
 _EXC_LINE = re.compile(r"^[\w.]*(Error|Exception|Abort\w*)\b.*:")
 
 # Display names for probe keys and distributions.
 DISPLAY = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch", "keras": "Keras"}
 
 
-def parse_version(text: str | None) -> tuple[int, ...]:
-    """Parse the leading numeric release of a version string into an int tuple.
-
-    Pre-release, local and build suffixes are dropped; "" or junk gives ``()``.
+def as_version(text: str | None) -> Version | None:
+    """A PEP 440 version, or None for "" / junk.
 
     Example:
-        >>> parse_version("2.16.0rc1"), parse_version("2.5.1+cu124"), parse_version("")
-        ((2, 16, 0), (2, 5, 1), ())
+        >>> as_version("2.5.1+cu124").release, as_version("2.16.0rc1").is_prerelease, as_version("")
+        ((2, 5, 1), True, None)
     """
     if not text:
-        return ()
-    m = _LEADING_NUMBERS.match(str(text).strip())
-    if not m:
-        return ()
-    return tuple(int(p) for p in m.group(0).split("."))
+        return None
+    try:
+        return Version(str(text).strip())
+    except InvalidVersion:
+        return None
+
+
+def matches(version: str | None, spec: str) -> bool:
+    """True if ``version`` satisfies the specifier string (pre-releases count; "" spec: any).
+
+    Example:
+        >>> matches("2.19.3", ">=2.18,<2.20"), matches("2.20.0rc0", "<2.20"), matches("", ">=1")
+        (True, False, False)
+    """
+    v = as_version(version)
+    if v is None:
+        return False
+    return SpecifierSet(spec).contains(v, prereleases=True)
+
+
+def at_least(version: str | None, minimum: str) -> bool:
+    """``version >= minimum`` on release numbers (a pre-release counts as its release).
+
+    Example:
+        >>> at_least("2.16.0rc0", "2.16"), at_least("2.15.1", "2.16"), at_least("", "1")
+        (True, False, False)
+    """
+    v, m = as_version(version), as_version(minimum)
+    if v is None or m is None:
+        return False
+    return v.release >= m.release
 
 
 def major_minor(text: str | None) -> tuple[int, ...]:
     """``"2.18.1"`` -> ``(2, 18)``; ``"12"`` -> ``(12, 0)``; ``""`` -> ``()``."""
-    v = parse_version(text)
-    if not v:
+    v = as_version(text)
+    if v is None:
         return ()
-    return (v + (0,))[:2]
+    return (v.release + (0,))[:2]
 
 
-def in_range(version: str, low: str = "", high: str = "") -> bool:
-    """True if ``version`` lies in [low, high], bounds compared on their own precision.
+def macos_version(snap: EnvSnapshot) -> Version | None:
+    """The macOS product version the probe recorded (``host.macos_version``), or None."""
+    if snap.host.os != "Darwin":
+        return None
+    return as_version(snap.host.macos_version)
 
-    ``high="2.19"`` includes every 2.19.x; an empty bound is open.
-    """
-    v = parse_version(version)
-    if not v:
-        return False
-    lo = parse_version(low)
-    hi = parse_version(high)
-    if lo and v[: len(lo)] < lo:
-        return False
-    if hi and v[: len(hi)] > hi:
-        return False
-    return True
 
 
 def fmt_mm(v: tuple[int, ...]) -> str:
@@ -109,20 +126,29 @@ def has_nvidia_gpu(snap: EnvSnapshot) -> bool:
 
 
 def metal_release(kb: KB, version: str) -> dict[str, Any] | None:
-    """The KB entry for a tensorflow-metal release, matched on its full version."""
-    v = parse_version(version)[:3]
+    """The KB entry for a tensorflow-metal release, matched on its version."""
+    v = as_version(version)
     for rel in kb["metal"]["releases"]:
-        if parse_version(rel["version"]) == v:
+        if v is not None and as_version(rel["version"]) == Version(v.base_version):
             return rel
     return None
 
 
-def build_cuda_version(probe: FrameworkProbe) -> str:
-    """The CUDA version a framework was built with, from its probe's build info ("" if none)."""
+def build_cuda_version(probe: FrameworkProbe, snap: EnvSnapshot | None = None) -> str:
+    """The CUDA version a framework was built with ("" if none or unknown).
+
+    TensorFlow and PyTorch report it in their build info; for JAX it is the CUDA major of
+    the installed ``jax-cuda<N>-plugin`` (JAX does not report it itself).
+    """
     value = probe.build.get("cuda_version")
-    if value in (None, "", False):
-        return ""
-    return str(value)
+    if value not in (None, "", False):
+        return str(value)
+    if probe.name == "jax" and snap is not None:
+        for dist in sorted(snap.distributions, reverse=True):
+            m = re.fullmatch(r"jax-cuda(\d+)-plugin", dist)
+            if m:
+                return m.group(1)
+    return ""
 
 
 def shorten(text: str, limit: int = 600) -> str:

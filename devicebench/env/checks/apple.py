@@ -2,38 +2,137 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
 from devicebench.env.checks._util import (
     KB,
+    as_version,
+    at_least,
     fmt_mm,
-    in_range,
+    macos_version,
     major_minor,
+    matches,
     metal_release,
     ok_probe,
-    parse_version,
     tf_version,
 )
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
 
+@dataclass(frozen=True)
+class MetalChoice:
+    """Which tensorflow-metal works for a Python / macOS / TensorFlow, from the KB's table.
+
+    ``release`` is the newest release that fits (None when none does); ``blocker`` then
+    says why ("python", "macos" or "tensorflow") and ``reason`` says it in words.
+    """
+
+    release: dict[str, Any] | None
+    blocker: str = ""
+    reason: str = ""
+
+
+def _known_bad(kb: KB, metal_v: str, tf_v: str) -> dict[str, Any] | None:
+    for bad in kb["metal"]["known_bad"]:
+        if as_version(bad["metal"]) == as_version(metal_v) and matches(tf_v, bad["tensorflow"]):
+            return bad
+    return None
+
+
+def metal_choice(kb: KB, python: str = "", macos: str = "", tensorflow: str = "") -> MetalChoice:
+    """The newest tensorflow-metal that works with what is given ("" = not constrained).
+
+    A release fits when its wheels cover the Python, its macOS minimum is met, it pairs
+    with the TensorFlow and no known failure is recorded for that pair. A release
+    without a verified Python range is taken to fit any Python the newest release's
+    range does not exceed (no older release has wheels for a newer Python).
+
+    Example:
+        >>> from devicebench.env.checks import load_knowledge
+        >>> kb = load_knowledge()
+        >>> metal_choice(kb, python="3.12.4", macos="14.5", tensorflow="2.19.0").release["version"]
+        '1.2.0'
+        >>> metal_choice(kb, python="3.13.1").blocker
+        'python'
+    """
+    releases = list(reversed(kb["metal"]["releases"]))
+    ceiling = [s for s in SpecifierSet(releases[0].get("python", "")) if s.operator == "<"]
+    fits_py = [
+        r
+        for r in releases
+        if not python
+        or matches(python, r.get("python", "") or ",".join(str(s) for s in ceiling))
+    ]
+    if not fits_py:
+        newest = releases[0]
+        return MetalChoice(
+            None, "python",
+            f"no tensorflow-metal release has a wheel for Python {fmt_mm(major_minor(python))}"
+            f" (the newest, {newest['version']}, has wheels for Python {newest['python']})",
+        )
+    fits_os = [r for r in fits_py if not macos or matches(macos, r["macos"])]
+    if not fits_os:
+        oldest = min(r["macos"] for r in fits_py)
+        return MetalChoice(
+            None, "macos",
+            f"every tensorflow-metal release needs macOS {oldest.lstrip('>=')} or newer "
+            f"(this is macOS {macos})",
+        )
+    fits_tf = [
+        r for r in fits_os
+        if not tensorflow
+        or (matches(tensorflow, r["tensorflow"]) and not _known_bad(kb, r["version"], tensorflow))
+    ]
+    if not fits_tf:
+        return MetalChoice(
+            None, "tensorflow",
+            f"no tensorflow-metal release works with TensorFlow {tensorflow}"
+            + (f" on Python {fmt_mm(major_minor(python))}" if python else ""),
+        )
+    return MetalChoice(fits_tf[0])
+
+
 def metal_install_fix(snap: EnvSnapshot, kb: KB) -> str:
     """The exact command that installs a working TensorFlow + tensorflow-metal pair here.
 
     On a Python the recommended tensorflow-metal has no wheel for, the command first
-    creates a virtual environment with a Python it does have wheels for.
+    creates a virtual environment with a Python it does have wheels for; on a macOS too
+    old for any release, it says to upgrade macOS.
     """
     metal = kb["metal"]
     cmd = metal["recommended_install"]
     rel = metal_release(kb, metal["recommended"]) or {}
-    py = snap.host.python_version
-    low, high = rel.get("python_min", ""), rel.get("python_max", "")
-    if py and not in_range(py, low, high):
+    mac = snap.host.macos_version
+    if mac and not matches(mac, rel.get("macos", "")):
         return (
-            f"python{high} -m venv .venv-metal && . .venv-metal/bin/activate && {cmd}"
-            f"  # tensorflow-metal {metal['recommended']} has wheels for Python "
-            f"{low}-{high} only"
+            f"upgrade macOS (System Settings > General > Software Update): tensorflow-metal "
+            f"{metal['recommended']} needs macOS {rel.get('macos', '').lstrip('>=')} or newer; "
+            f"this is macOS {mac}. "
+            "Until then: pip uninstall -y tensorflow-metal  # train on the CPU"
+        )
+    py = snap.host.python_version
+    spec = rel.get("python", "")
+    if py and spec and not matches(py, spec):
+        newest = _newest_python(spec)
+        return (
+            f"python{newest} -m venv .venv-metal && . .venv-metal/bin/activate && {cmd}"
+            f"  # tensorflow-metal {metal['recommended']} has wheels for Python {spec} only;"
+            " or keep this Python and use Keras on PyTorch's MPS: pip install torch && "
+            "export KERAS_BACKEND=torch"
         )
     return cmd
+
+
+def _newest_python(spec: str) -> str:
+    """The newest 3.x minor a Python specifier admits (">=3.9,<3.13" -> "3.12")."""
+    for minor in range(20, 5, -1):
+        if matches(f"3.{minor}", spec):
+            return f"3.{minor}"
+    return "3"
 
 
 def check_rosetta(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -78,91 +177,99 @@ def check_metal_compat(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     rel = metal_release(kb, metal_v)
     out: list[Finding] = []
     fix = metal_install_fix(snap, kb)
+    mac = macos_version(snap)
+    macos_spec = (rel or {}).get("macos") or kb["metal"]["macos"]
+    os_too_old = mac is not None and not matches(str(mac), macos_spec)
 
-    known_bad = False
-    for bad in kb["metal"]["known_bad"]:
-        if parse_version(bad["metal"]) != parse_version(metal_v)[:3] or not tf_v:
-            continue
-        if in_range(tf_v, bad["tensorflow_min"], bad["tensorflow_max"]):
-            known_bad = True
-            out.append(
-                Finding(
-                    bad["id"],
-                    "error",
-                    f"tensorflow-metal {metal_v} does not work with TensorFlow {tf_v}",
-                    observed=f"tensorflow {tf_v} with tensorflow-metal {metal_v}",
-                    why=f"Reported failure: {bad['symptom']}.",
-                    fix=f"{fix}   (or: {bad['fix_alt']})",
-                    source=bad["source"],
-                )
+    if os_too_old:
+        out.append(
+            Finding(
+                "metal.macos-too-old",
+                "error",
+                f"tensorflow-metal {metal_v} needs macOS {macos_spec.lstrip('>=')} or newer",
+                observed=f"macOS {snap.host.macos_version} with tensorflow-metal {metal_v}",
+                why=(
+                    "The Metal plugin is built for a newer macOS and uses Metal Performance "
+                    "Shaders Graph features this macOS does not have: it fails to load "
+                    "('Symbol not found ... (which was built for Mac OS X 12.0)')."
+                ),
+                fix=(
+                    f"upgrade macOS to {macos_spec.lstrip('>=')} or newer (System Settings > "
+                    "General > Software Update); until then: pip uninstall -y tensorflow-metal"
+                    "  # train on the CPU"
+                ),
+                source=kb["metal_plugin_errors"]["built_for_source"],
             )
+        )
 
-    if rel is not None and tf_v and not known_bad:
-        tf_mm = major_minor(tf_v)
-        lo, hi = parse_version(rel["tensorflow_min"]), parse_version(rel["tensorflow_max"])
-        if tf_mm > hi or tf_mm < lo:
-            newer = tf_mm > hi
-            out.append(
-                Finding(
-                    "metal.version-mismatch",
-                    "error" if newer else "warning",
-                    f"tensorflow-metal {metal_v} is not paired with TensorFlow {fmt_mm(tf_mm)}",
-                    observed=(
-                        f"tensorflow {tf_v} with tensorflow-metal {metal_v}; Apple pairs "
-                        f"{metal_v} with TensorFlow {rel['tensorflow_min']}"
-                        + (f"-{rel['tensorflow_max']}" if hi != lo else "")
-                    ),
-                    why=(
-                        "The plugin is built against one TensorFlow ABI: "
-                        + (
-                            "with a newer TensorFlow it typically fails to load "
-                            "('Symbol not found') and TensorFlow sees no GPU."
-                            if newer
-                            else "with an older TensorFlow it may not load or may miss kernels."
-                        )
-                    ),
-                    fix=fix,
-                    source=rel.get("source", kb["metal"]["source"]),
-                )
+    bad = _known_bad(kb, metal_v, tf_v) if tf_v else None
+    if bad is not None:
+        out.append(
+            Finding(
+                bad["id"],
+                "error",
+                f"tensorflow-metal {metal_v} does not work with TensorFlow {tf_v}",
+                observed=f"tensorflow {tf_v} with tensorflow-metal {metal_v}",
+                why=f"Reported failure: {bad['symptom']}.",
+                fix=f"{fix}   (or: {bad['fix_alt']})",
+                source=bad["source"],
             )
+        )
+
+    if rel is not None and tf_v and bad is None and not matches(tf_v, rel["tensorflow"]):
+        lower = _lower_bound(rel["tensorflow"])
+        newer = lower is not None and at_least(tf_v, lower)
+        out.append(
+            Finding(
+                "metal.version-mismatch",
+                "error" if newer else "warning",
+                f"tensorflow-metal {metal_v} is not paired with TensorFlow "
+                f"{fmt_mm(major_minor(tf_v))}",
+                observed=(
+                    f"tensorflow {tf_v} with tensorflow-metal {metal_v}; Apple pairs "
+                    f"{metal_v} with TensorFlow {rel['tensorflow']}"
+                ),
+                why=(
+                    "The plugin is built against one TensorFlow ABI: "
+                    + (
+                        "with a newer TensorFlow it typically fails to load "
+                        "('Symbol not found') and TensorFlow sees no GPU."
+                        if newer
+                        else "with an older TensorFlow it may not load or may miss kernels."
+                    )
+                ),
+                fix=fix,
+                source=rel.get("source", kb["metal"]["source"]),
+            )
+        )
 
     py = snap.host.python_version
-    if rel is not None and py and "python_max" in rel:
-        if not in_range(py, rel.get("python_min", ""), rel["python_max"]):
-            out.append(
-                Finding(
-                    "metal.python-unsupported",
-                    "error",
-                    f"tensorflow-metal {metal_v} has no wheel for Python {fmt_mm(major_minor(py))}",
-                    observed=(
-                        f"Python {py} with tensorflow-metal {metal_v} (wheels for Python "
-                        f"{rel.get('python_min', '?')}-{rel['python_max']} only)"
-                    ),
-                    why=(
-                        "The installed plugin was not built for this interpreter; it will not "
-                        "load, and TensorFlow falls back to the CPU."
-                    ),
-                    fix=fix,
-                    source=rel.get("source", kb["metal"]["source"]),
-                )
+    if rel is not None and py and rel.get("python") and not matches(py, rel["python"]):
+        out.append(
+            Finding(
+                "metal.python-unsupported",
+                "error",
+                f"tensorflow-metal {metal_v} has no wheel for Python {fmt_mm(major_minor(py))}",
+                observed=(
+                    f"Python {py} with tensorflow-metal {metal_v} (wheels for Python "
+                    f"{rel['python']} only)"
+                ),
+                why=(
+                    "The installed plugin was not built for this interpreter; it will not "
+                    "load, and TensorFlow falls back to the CPU."
+                ),
+                fix=fix,
+                source=rel.get("source", kb["metal"]["source"]),
             )
-
-    macos_min = (rel or {}).get("macos_min") or kb["metal"]["macos_min"]
-    if snap.host.os == "Darwin" and snap.host.os_version:
-        if parse_version(snap.host.os_version) < parse_version(macos_min):
-            out.append(
-                Finding(
-                    "metal.macos-too-old",
-                    "error",
-                    f"tensorflow-metal {metal_v} needs macOS {macos_min} or newer",
-                    observed=f"macOS {snap.host.os_version} with tensorflow-metal {metal_v}",
-                    why="The Metal plugin uses Metal features this macOS does not have.",
-                    fix=f"upgrade macOS to {macos_min} or newer (System Settings > General > "
-                    "Software Update)",
-                    source=kb["metal"]["source"],
-                )
-            )
+        )
     return out
+
+
+def _lower_bound(spec: str) -> str | None:
+    for s in SpecifierSet(spec):
+        if s.operator in (">=", "=="):
+            return s.version.rstrip(".*")
+    return None
 
 
 def check_tensorflow_macos(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -187,10 +294,17 @@ def check_tensorflow_macos(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "TensorFlow and guides that say 'tensorflow-macos 2.18' name a version that "
                 "does not exist."
             ),
-            fix="pip uninstall -y tensorflow-macos tensorflow && " + metal_install_fix(snap, kb),
+            fix=_tensorflow_macos_fix(snap, kb),
             source=tm["source"],
         )
     ]
+
+
+def _tensorflow_macos_fix(snap: EnvSnapshot, kb: KB) -> str:
+    install = metal_install_fix(snap, kb)
+    if install.startswith("upgrade macOS"):
+        return install  # nothing newer installs on this macOS
+    return "pip uninstall -y tensorflow-macos tensorflow && " + install
 
 
 def check_xla_off_apple(snap: EnvSnapshot, kb: KB) -> list[Finding]:

@@ -2,26 +2,72 @@
 
 from __future__ import annotations
 
+import re
+
+from packaging.version import Version
+
 from devicebench.env.checks._util import (
     DISPLAY,
     KB,
+    as_version,
+    at_least,
     fmt_mm,
     has_nvidia_gpu,
-    in_range,
     legacy_keras_on,
+    macos_version,
     major_minor,
-    parse_version,
+    matches,
     shorten,
     tf_distributions,
     tf_version,
 )
 from devicebench.env.checks.apple import metal_install_fix
+from devicebench.env.checks.gpu import tf_cuda_fix
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
 _FAILED = ("error", "crashed", "timeout")
 _DIST_OF = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "keras": "keras"}
 _CUDA_LIBS = ("libcudnn", "libcuda", "libcublas", "libcudart", "libnvrtc", "libnccl")
+_BUILT_FOR = re.compile(r"built for (?:Mac OS X|macOS) (\d+(?:\.\d+)*)")
+_WRONG_ARCH = re.compile(r"incompatible architecture|wrong architecture", re.I)
+_HAVE_NEED = re.compile(r"have\s*[('\"]+(\w+)[)'\"]+\s*,\s*need\s*[('\"]+(\w+)[)'\"]+")
+
+
+def _wrong_arch_hint(
+    name: str, probe_error: str, snap: EnvSnapshot, kb: KB
+) -> tuple[str, str, tuple]:
+    """A wheel built for the other CPU architecture: name the installed distribution."""
+    m = _HAVE_NEED.search(probe_error)
+    have, need = (m.group(1), m.group(2)) if m else ("another architecture", "this one")
+    if name == "tensorflow":
+        installed = tf_distributions(snap, kb) or ["tensorflow"]
+    else:
+        installed = [_DIST_OF.get(name, name)]
+    version = snap.version_of(installed[0])
+    why = (
+        f"The installed {' and '.join(installed)} {version} contains binaries for {have}, "
+        f"but this Python runs as {need}: the wheel was built for the other CPU "
+        "architecture (installed under Rosetta, copied from another Mac, or from a cached "
+        "wheel)."
+    )
+    if snap.host.rosetta:
+        return (why, "install an arm64 Python first (see env.rosetta), then reinstall "
+                f"{installed[0]} in a fresh venv", ("env.rosetta",))
+    target = installed[0]
+    if name == "tensorflow" and snap.is_apple_silicon and version:
+        # Apple Silicon: tensorflow-macos up to 2.12, `tensorflow` itself from 2.13.
+        use_tf = at_least(version, kb["tensorflow_macos"]["use_tensorflow_from"])
+        target = "tensorflow" if use_tf else "tensorflow-macos"
+    pin = f"=={fmt_mm(major_minor(version))}.*" if version else ""
+    return (
+        why,
+        f"pip uninstall -y {' '.join(installed)} && pip install --no-cache-dir "
+        f"'{target}{pin}'  # check first: python -c 'import platform; "
+        "print(platform.machine())' must print arm64 on Apple Silicon",
+        (),
+    )
+
 
 
 def check_multiple_tf(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -43,7 +89,9 @@ def check_multiple_tf(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     involved = [primary, *clash]
     versions = {snap.version_of(d) for d in involved}
     listing = ", ".join(f"{d} {snap.version_of(d)}" for d in involved)
-    keep = max((snap.version_of(d) for d in involved), key=parse_version)
+    keep = max(
+        (snap.version_of(d) for d in involved), key=lambda v: as_version(v) or Version("0")
+    )
     target = f"tensorflow=={keep}"
     if has_nvidia_gpu(snap) and snap.host.os == "Linux":
         target = f"'tensorflow[and-cuda]=={keep}'"
@@ -67,7 +115,7 @@ def check_multiple_tf(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 def check_legacy_keras(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """TF_USE_LEGACY_KERAS set without tf-keras installed, and tf-keras unused."""
     tf_v = tf_version(snap, kb)
-    if not tf_v or major_minor(tf_v) < parse_version(kb["tensorflow"]["keras3_from"]):
+    if not tf_v or not at_least(tf_v, kb["tensorflow"]["keras3_from"]):
         return []
     tfk = kb["tensorflow"]
     mm = fmt_mm(major_minor(tf_v))
@@ -133,6 +181,22 @@ def _failure_hint(name: str, probe_error: str, snap: EnvSnapshot, kb: KB) -> tup
     """(why, fix, related) for a failed import, recognising well-known messages."""
     err = probe_error.lower()
     dist = _DIST_OF.get(name, name)
+    built_for = _BUILT_FOR.search(probe_error)
+    mac = macos_version(snap)
+    if built_for and mac is not None and as_version(built_for.group(1)) is not None:
+        needed = built_for.group(1)
+        if mac < as_version(needed):
+            return (
+                f"A library here was built for macOS {needed} or newer; this is macOS "
+                f"{snap.host.macos_version}. The OS is too old for it (not a version mismatch"
+                " between TensorFlow and the plugin: no plugin version loads on this macOS).",
+                f"upgrade macOS to {needed} or newer (System Settings > General > Software "
+                "Update); until then: pip uninstall -y tensorflow-metal  # train on the CPU",
+                ("metal.macos-too-old",),
+            )
+    arch = _WRONG_ARCH.search(probe_error)
+    if arch:
+        return _wrong_arch_hint(name, probe_error, snap, kb)
     if "symbol not found" in err and ("metal" in err or snap.has("tensorflow-metal")):
         return (
             "Metal plugin mismatch: tensorflow-metal was built against another TensorFlow and "
@@ -142,7 +206,7 @@ def _failure_hint(name: str, probe_error: str, snap: EnvSnapshot, kb: KB) -> tup
         )
     if any(lib in err for lib in _CUDA_LIBS):
         fixes = {
-            "tensorflow": kb["tensorflow"]["cuda_install"],
+            "tensorflow": tf_cuda_fix(tf_version(snap, kb), kb),
             "jax": "pip install -U 'jax[cuda12]'",
             "torch": "pip install --force-reinstall torch",
         }
@@ -244,7 +308,7 @@ def check_other_backends(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     ):
         return []
     keras_v = snap.version_of("keras")
-    need_k3 = bool(keras_v) and parse_version(keras_v)[:1] < (3,)
+    need_k3 = bool(keras_v) and not at_least(keras_v, "3")
     k3 = " 'keras>=3'" if need_k3 else ""
     out: list[Finding] = []
     if not snap.has("jax"):
@@ -293,7 +357,7 @@ def check_onednn(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     since = kb["onednn"]["default_on_from"][h.os]
     raw = snap.env_vars.get(var)
     if raw is None:
-        on = in_range(tf_v, since)
+        on = at_least(tf_v, since)
         state = (
             f"unset, so {'on' if on else 'off'} by default ({h.os} x86 default since TF {since})"
         )
@@ -302,7 +366,7 @@ def check_onednn(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     elif raw.strip().lower() in ("0", "false"):
         on, state = False, f"{var}={raw}: off"
     else:
-        on, state = in_range(tf_v, since), f"{var}={raw} is not 0/1; TF ignores it"
+        on, state = at_least(tf_v, since), f"{var}={raw} is not 0/1; TF ignores it"
     source = kb["onednn"]["source" if h.os == "Linux" else "source_windows"]
     return [
         Finding(
@@ -321,5 +385,90 @@ def check_onednn(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 else f"export {var}=1  # on: usually faster on x86 CPUs"
             ),
             source=source,
+        )
+    ]
+
+
+def check_keras_backend(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """Keras 3's backend (KERAS_BACKEND, else keras.json, else tensorflow) is not installed."""
+    keras_v = snap.version_of("keras")
+    if not keras_v or not at_least(keras_v, "3"):
+        return []
+    backends: dict[str, list[str]] = kb["keras"]["backends"]
+    installed = [
+        b for b in kb["keras"]["suggest_order"] if any(snap.has(d) for d in backends[b])
+    ]
+    if not installed:
+        return []  # no framework at all: frameworks.none says what to install
+    env_value = snap.env_vars.get("KERAS_BACKEND")
+    if env_value:
+        name, where = env_value.strip().lower(), f"KERAS_BACKEND={env_value}"
+    elif snap.keras_config_backend:
+        name, where = snap.keras_config_backend.strip().lower(), "keras.json sets it"
+    else:
+        name, where = "tensorflow", "KERAS_BACKEND unset and no keras.json: Keras' default"
+    if name in backends and any(snap.has(d) for d in backends[name]):
+        return []
+    known = name in backends
+    missing = (
+        f"{DISPLAY.get(name, name)} is not installed"
+        if known
+        else f"'{name}' is not a Keras backend (Keras knows {', '.join(backends)})"
+    )
+    pick = installed[0]
+    fix = f"export KERAS_BACKEND={pick}"
+    if not env_value and snap.keras_config_backend:
+        fix += f'  (or set "backend": "{pick}" in ~/.keras/keras.json)'
+    fix += f"  # installed backends: {', '.join(installed)}"
+    return [
+        Finding(
+            "keras.backend-missing",
+            "error",
+            f"Keras' backend '{name}' cannot load: `import keras` fails",
+            observed=(
+                f"Keras {keras_v} backend '{name}' ({where}); {missing}; installed backends: "
+                f"{', '.join(installed)}"
+            ),
+            why=(
+                "Keras imports its backend at `import keras`; when that framework is missing "
+                "every script using Keras fails at its first line (\"No module named "
+                f"'{name}'\" or \"Unable to import backend\"), whatever else is installed."
+            ),
+            fix=fix,
+            source=kb["keras"]["source"],
+        )
+    ]
+
+
+def check_keras3_old_tf(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """Keras 3 installed with TensorFlow <= 2.15, which needs Keras 2 (unsupported pair)."""
+    keras_v = snap.version_of("keras")
+    tf_v = tf_version(snap, kb)
+    needs = kb["tensorflow"]["keras3_needs_tf"]
+    if not keras_v or not tf_v or not at_least(keras_v, "3") or matches(tf_v, needs):
+        return []
+    mm = fmt_mm(major_minor(tf_v))
+    dist = (tf_distributions(snap, kb) or ["tensorflow"])[0]
+    if snap.is_apple_silicon and snap.has("tensorflow-metal"):
+        upgrade = metal_install_fix(snap, kb)
+    else:
+        upgrade = "pip install -U 'tensorflow>=2.16'"
+    return [
+        Finding(
+            "keras.keras3-with-old-tf",
+            "error",
+            f"Keras 3 is installed with TensorFlow {mm}, which needs Keras 2",
+            observed=f"keras {keras_v} with {dist} {tf_v} (Keras 3 needs TensorFlow {needs})",
+            why=(
+                f"TensorFlow {mm} requires keras<{mm.split('.')[0]}.{int(mm.split('.')[1]) + 1}"
+                " (Keras 2): its tf.keras and Keras 3 do not work together, and Keras 3's "
+                f"TensorFlow backend needs TF {needs.lstrip('>=')}+. Imports of tf.keras or "
+                "keras fail or mix the two versions."
+            ),
+            fix=(
+                f"pip install 'keras~={mm}.0'  # keep TF {mm} with its Keras 2; or move to Keras"
+                f" 3: {upgrade}"
+            ),
+            source=kb["tensorflow"]["keras3_needs_tf_source"],
         )
     ]
