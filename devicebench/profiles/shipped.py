@@ -97,11 +97,12 @@ def m1_snapshot() -> dict[str, Any]:
 
     return EnvSnapshot(
         created_at="2023-11-14T00:00:00Z",
-        host=HostInfo(os="Darwin", os_version="macOS 13.5.2", machine="arm64",
+        host=HostInfo(os="Darwin", os_version="macOS 13.5.2", macos_version="13.5.2",
+                      machine="arm64",
                       python_arch="arm64", rosetta=False, python_version="3.11",
                       python_implementation="CPython", cpu_model="Apple M1 Ultra",
                       apple_chip="Apple M1 Ultra"),
-        distributions={"tensorflow": "2.13.0", "tensorflow-metal": ""},
+        distributions={"tensorflow": "2.13.0", "tensorflow-metal": "1.0.0"},
         frameworks={"tensorflow": FrameworkProbe(
             name="tensorflow", version="2.13.0", physical_devices=[
                 DeviceInfo("/physical_device:CPU:0", "CPU", "cpu"),
@@ -148,6 +149,8 @@ def build_m1(recorded: Path) -> MachineProfile:
         notes=["derived from tests/fixtures/recorded/apple-public/figures.json: pairs P01 "
                "(tensorflow#62397, seed 000's own report) and P06 (an MNIST CNN of 93k "
                "parameters, close to mnist-cnn but not the same model)",
+               "the tensorflow-metal version was not stated: the snapshot assumes 1.0.0, the "
+               "release Apple lists for TF 2.13",
                "import, set-up, first-step and loss figures were not published: a replay "
                "charges no time for them and has no loss trajectory to compare"])
 
