@@ -9,7 +9,11 @@ advise measures its finalists costs. Regret = the sweep's best safe speed / the 
 of advise's pick in the same sweep - 1. Targets: regret <= 5%, advise's time <= 25%
 of the sweep's.
 
-Usage: python bench/advisor_regret.py [WORKLOAD ...] [--budget SECONDS]
+Live (this machine):    python bench/advisor_regret.py [WORKLOAD ...] [--budget SECONDS]
+On a machine profile:   python bench/advisor_regret.py --profile h200 [--budget 40]
+  (a shipped name or a file from `devicebench profile record`): advise and the sweep are
+  both replayed from the profile's recorded figures on its virtual clock, so the times
+  are the profiled machine's; candidates the profile lacks are absent from both.
 """
 
 from __future__ import annotations
@@ -17,17 +21,12 @@ from __future__ import annotations
 import argparse
 import time
 
-from devicebench.advisor.advice import (
-    DEFAULT_BUDGET_S,
-    advise_workload,
-    final_options,
-    group_settings,
-)
-from devicebench.advisor.candidates import candidate_space, is_compute_heavy
+from devicebench.advisor.advice import DEFAULT_BUDGET_S, advise_workload, default_baseline
 from devicebench.advisor.search import rejection
 from devicebench.env.probe import probe_host_layer
-from devicebench.trials.engine import TrialGroup
-from devicebench.trials.spec import TrialSpec
+from devicebench.profiles import load_profile
+from devicebench.profiles.record import sweep, sweep_space
+from devicebench.profiles.replay import VirtualClock, replay_advise, replay_launcher
 from devicebench.workloads import get_workload
 
 SWEEP_BUDGET_S = 3600.0  # no budget in practice: CIs or 30 rounds end the sweep
@@ -50,32 +49,43 @@ def stall_seconds(results) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workloads", nargs="*", default=["seed-rnn", "mnist-cnn"])
-    ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S)
+    ap.add_argument("--budget", type=float, default=None,
+                    help=f"advise's budget (default {DEFAULT_BUDGET_S:g} s live, 40 s — the "
+                    "main job's — on a profile)")
+    ap.add_argument("--profile", help="replay on a machine profile instead of measuring")
     args = ap.parse_args()
-    snap = probe_host_layer()
-    for name in args.workloads:
+    profile = load_profile(args.profile) if args.profile else None
+    budget = args.budget or (40.0 if profile else DEFAULT_BUDGET_S)
+    snap = profile.env_snapshot() if profile else probe_host_layer()
+    names = [w for w in args.workloads if profile is None or w in profile.workloads]
+    if profile is not None:
+        print(f"profile {profile.name}: {profile.label}"
+              + (" (derived from published figures)" if profile.derived else ""))
+    for name in names:
         w = get_workload(name)
-        baseline = TrialSpec(name)
-        t0 = time.monotonic()
+        baseline = default_baseline(snap, name)[0]
         advised = []
-        advice = advise_workload(name, snap, baseline=baseline, budget_s=args.budget,
-                                 workload_batch_size=w.batch_size, workload_tags=w.tags,
-                                 workload_flops_per_step=w.flops_per_step(),
-                                 on_result=advised.append)
-        advise_s = time.monotonic() - t0
+        if profile is not None:
+            advice, advise_s = replay_advise(profile, name, budget_s=budget,
+                                             baseline=baseline)
+            clock = VirtualClock()
+            out = sweep(sweep_space(name, snap, baseline), budget_s=budget,
+                        start_worker=replay_launcher(profile, clock), clock=clock)
+        else:
+            t0 = time.monotonic()
+            advice = advise_workload(name, snap, baseline=baseline, budget_s=budget,
+                                     workload_batch_size=w.batch_size, workload_tags=w.tags,
+                                     workload_flops_per_step=w.flops_per_step(),
+                                     workload_epochs=w.epochs,
+                                     workload_timesteps=w.params.get("timesteps"),
+                                     on_result=advised.append)
+            advise_s = time.monotonic() - t0
+            out = sweep(sweep_space(name, snap, baseline), budget_s=budget)
         pick = advice.recommended or baseline
-        space = [baseline, *candidate_space(
-            baseline, snap, workload_batch_size=w.batch_size,
-            compute_heavy=is_compute_heavy(w.flops_per_step(), w.tags))]
-        t0 = time.monotonic()
-        options, equivalence_s = group_settings(args.budget)
-        with TrialGroup(baseline, options, equivalence_seconds=equivalence_s) as group:
-            group.add(space)
-            setup_s = time.monotonic() - t0
-            rounds = group.measure(final_options(args.budget, SWEEP_BUDGET_S))
-            group.finish()
-        sweep_s = time.monotonic() - t0
-        by = group.results
+        space = list(out["results"])
+        setup_s, sweep_s, rounds = out["setup_s"], out["seconds"], out["rounds"]
+        print(f"{name}: {advice.headline.text if advice.headline else ''}")
+        by = out["results"]
         safe = {s: r.step_time.median for s, r in by.items()
                 if r.step_time is not None and not rejection(r, baseline)}
         best = min(safe, key=safe.get)
