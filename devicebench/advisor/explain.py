@@ -43,7 +43,9 @@ class Evidence:
 
 
 def _ms(s: float) -> str:
-    return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs" if s >= 1e-6 else f"{s * 1e9:.3g} ns"
 
 
 def _step(r: TrialResult | None) -> float | None:

@@ -161,7 +161,8 @@ def search(
     """Set candidates up in batches, most promising first, while the budget allows and
     one of them could still win; then prune them rung by rung.
 
-    The first batch (the baseline and ``protected``) measures what a trial costs. After each
+    The first batch (the baseline and ``protected``, else the first candidate) measures
+    what a trial costs. After each
     batch the unsafe are dropped and the far slower screened out (set-up steps
     SCREEN_FACTOR times the fastest). The next batch takes, in order of their lower
     bound on step time (:func:`devicebench.advisor.budget.step_lower_bound`), the
@@ -207,9 +208,10 @@ def search(
         group.finish(screened)
         alive[:] = [s for s in alive if s not in screened]
 
-    # First the baseline and the protected (the headline's pair): their imports and
-    # set-ups are the measured costs the rest of the search is planned on.
-    set_up(list(protected))
+    # First the baseline and the protected (the headline's pair) — or, on a machine
+    # without one, the most promising candidate: their imports and set-ups are the
+    # measured costs the rest of the search is planned on.
+    set_up(list(protected) or candidates[:1])
     stop = ""
     while True:
         untried = [c for c in candidates if c not in tried]
