@@ -188,3 +188,20 @@ def test_step_lower_bounds_come_from_measured_evidence():
     assert step_lower_bound(base.with_(backend="jax"), {base: r}, {}, None).seconds == 0.0
     budget = SearchBudget(40.0, clock=lambda: 0.0)
     assert budget.setup_deadline() == pytest.approx(34.0)  # 15% kept for the final
+
+
+def test_profile_replay_command_answers_and_refuses_bad_input():
+    from tests.conftest import assert_one_line_error, run_cli
+
+    res = run_cli("profile", "replay", "h200", "seed-rnn", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["profile"] == "h200" and doc["spent_s"] <= 44
+    assert doc["advice"]["recommended"]["device"] == "cpu"
+    assert doc["advice"]["headline"]["speedup_over_cpu"]["ci95"][1] < 1
+    res = run_cli("profile", "replay", "m1-published", "mnist-cnn")
+    assert res.returncode == 0 and "DERIVED from published figures" in res.stdout
+    assert_one_line_error(run_cli("profile", "replay", "nope", "seed-rnn"),
+                          "no machine profile 'nope'")
+    assert_one_line_error(run_cli("profile", "replay", "h200", "small-resnet"),
+                          "has no workload 'small-resnet'")
