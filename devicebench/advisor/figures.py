@@ -8,6 +8,7 @@ TensorFlow training step costs to dispatch, whatever it computes).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from devicebench.ops.analysis import analyse
@@ -51,6 +52,23 @@ class DeviceFigures:
     peak_precision: str = ""
 
 
+def cheapest_dispatch(points: Iterable[tuple[str, str, str, int, float, bool]]
+                      ) -> tuple[dict[str, tuple[float, str]], dict[str, tuple[float, str]]]:
+    """Per backend, the cheapest op inside a compiled graph (``in-graph`` mode) and the
+    cheapest compiled call (``compiled`` mode), each at a size up to DISPATCH_SIZE:
+    ``{backend: (seconds, "op at n×n")}`` twice. ``points`` are (backend, mode, op,
+    size, median seconds, usable) of one device."""
+    per_op: dict[str, tuple[float, str]] = {}
+    per_call: dict[str, tuple[float, str]] = {}
+    for backend, mode, op, size, median, usable in points:
+        if mode not in ("in-graph", "compiled") or not usable or size > DISPATCH_SIZE:
+            continue
+        cheapest = per_op if mode == "in-graph" else per_call
+        if backend not in cheapest or median < cheapest[backend][0]:
+            cheapest[backend] = (median, f"{op} at {size}×{size}")
+    return per_op, per_call
+
+
 def device_figures(run_id: int, workers: list[OpsWorkerResult], device: str
                    ) -> DeviceFigures | None:
     """What an ``ops`` run measured on ``device``; None if it measured nothing there.
@@ -64,18 +82,10 @@ def device_figures(run_id: int, workers: list[OpsWorkerResult], device: str
         return None
     analysis = analyse(mine)
     peak = analysis.peaks.get(device)
-    per_op: dict[str, tuple[float, str]] = {}
-    per_call: dict[str, tuple[float, str]] = {}
-    for op in analysis.ops:
-        for path in op.paths:
-            if path.device != device or path.mode not in ("in-graph", "compiled"):
-                continue
-            cheapest = per_op if path.mode == "in-graph" else per_call
-            small = [p for p in path.points if p.usable and p.size <= DISPATCH_SIZE]
-            if small and (path.backend not in cheapest
-                          or small[0].median < cheapest[path.backend][0]):
-                cheapest[path.backend] = (small[0].median,
-                                          f"{op.op} at {small[0].size}×{small[0].size}")
+    per_op, per_call = cheapest_dispatch(
+        (path.backend, path.mode, op.op, p.size, p.median, p.usable)
+        for op in analysis.ops for path in op.paths if path.device == device
+        for p in path.points)
     return DeviceFigures(
         source=f"devicebench ops run #{run_id}", device=device,
         peak_gflops=peak.flops_per_s / 1e9 if peak else None,

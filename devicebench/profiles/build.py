@@ -15,12 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from devicebench.advisor.figures import cheapest_dispatch
 from devicebench.profiles.profile import MachineProfile, TrialRecord
 from devicebench.trials.spec import TrialSpec
-
-# In-graph / compiled points up to this size cost dispatch, not arithmetic (as in
-# devicebench.advisor.figures).
-DISPATCH_SIZE = 16
 
 
 def _record_from_row(row: dict[str, Any], source: str) -> TrialRecord:
@@ -65,19 +62,11 @@ def figures_from_ops(ops: dict[str, Any], device: str, source: str
     its measured matmul peak, the cheapest op inside a compiled graph (per backend) and
     the cheapest compiled call (per backend), each at a size up to 16×16."""
     peak = (ops.get("matmul_peak") or {}).get(device)
-    per_op: dict[str, tuple[float, str]] = {}
-    per_call: dict[str, tuple[float, str]] = {}
-    for op in ops.get("ops", []):
-        for path in op.get("paths", []):
-            if path["device"] != device or path["mode"] not in ("in-graph", "compiled"):
-                continue
-            cheapest = per_op if path["mode"] == "in-graph" else per_call
-            small = [p for p in path["points"] if p.get("resolved") and p["median_s"] > 0
-                     and p["size"] <= DISPATCH_SIZE]
-            if small and (path["backend"] not in cheapest
-                          or small[0]["median_s"] < cheapest[path["backend"]][0]):
-                n = small[0]["size"]
-                cheapest[path["backend"]] = (small[0]["median_s"], f"{op['op']} at {n}×{n}")
+    per_op, per_call = cheapest_dispatch(
+        (path["backend"], path["mode"], op["op"], p["size"], p["median_s"],
+         bool(p.get("resolved")) and p["median_s"] > 0)
+        for op in ops.get("ops", []) for path in op.get("paths", [])
+        if path["device"] == device for p in path["points"])
     if not peak and not per_op and not per_call:
         return None
     return {
