@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -92,7 +93,7 @@ def run(
     from devicebench.store import recorded_run
     from devicebench.trials.engine import RunOptions, run_workload_group
     from devicebench.trials.plan import plan_trials
-    from devicebench.trials.summary import compare
+    from devicebench.trials.summary import ComparisonRow, compare
     from devicebench.workloads.loader import validate_workload_ref
 
     names = list(workloads or ["seed-rnn"])
@@ -111,6 +112,7 @@ def run(
         memory_limit_bytes=memory_limit * 2**20 if memory_limit else None,
     )
     results = []
+    stored = []  # reused by --resume: measured in earlier runs, never paired with new ones
     notes = list(plan.notes)
     with recorded_run(db, snapshot, "run", {"argv": sys.argv[1:]}) as rec:
         store, machine, run_id = rec.store, rec.machine_id, rec.run_id
@@ -122,8 +124,12 @@ def run(
                 if s.key in done_keys:
                     prev = store.latest_result(machine, s.key)
                     if prev is not None:
-                        results.append(prev)
-                        notes.append(f"{name} {s.label}: stored result reused (--resume)")
+                        stored.append(dataclasses.replace(
+                            prev, loss_verdict="stored", loss_detail="measured in an "
+                            "earlier run (--resume): not compared with this run's trials"))
+                        notes.append(f"{name} {s.label}: stored result reused (--resume); "
+                                     "it was measured in an earlier run, so it has no "
+                                     "speed-up against this run's trials")
             if not todo:
                 continue
             progress = None if json_out else _Progress(len(todo), options)
@@ -134,7 +140,10 @@ def run(
             finally:
                 if progress:
                     progress.stop()
-    rows = compare(results)
+    # Only trials measured together in this run are compared (their rounds interleaved);
+    # stored ones are shown as they were stored, apart.
+    rows = compare(results) + [ComparisonRow(r, False, None) for r in stored]
+    results += stored
     if json_out:
         print(json.dumps({"schema_version": 1, "run_id": run_id, "notes": notes,
                           "results": [r.to_dict() for r in rows]}, indent=2, default=str))

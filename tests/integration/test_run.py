@@ -118,6 +118,13 @@ def test_sigint_keeps_finished_trials_and_resume_completes_the_rest(tmp_path):
     con = sqlite3.connect(db)
     assert con.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 2  # tiny not re-run
     con.close()
+    # Stored results are shown as stored, apart: never paired round by round with trials
+    # of another run, never a second "reference".
+    res = run_cli("run", f"{W}:tiny", f"{W}:tiny2", "--backend", "jax", *FAST, "--resume",
+                  "--json", "--db", str(db))
+    rows = json.loads(res.stdout)["results"]
+    assert [r["loss_verdict"] for r in rows] == ["stored", "stored"]
+    assert not any(r["is_reference"] or "speedup_vs_reference" in r for r in rows)
 
 
 
