@@ -202,10 +202,13 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     # -- internals -----------------------------------------------------------------------
     def _at_boundary(self, step: int) -> None:
-        loss = self._probe()  # the device sync: its wait is the steps' time, not overhead
         now = self.clock()
         if self._open_step is not None:
+            loss = self._probe()  # the device sync: its wait is the steps' time, not overhead
+            now = self.clock()
             self._close(step, now, loss, self._open_kind)
+        # else: an epoch's first step; Keras synced at the end of the last epoch (its logs
+        # are fetched to the host) and nothing has been dispatched since.
         kind = BLOCK
         if not self._first_done:
             kind, self._first_done = FIRST, True

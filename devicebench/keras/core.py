@@ -146,8 +146,9 @@ class MonitorLog:
         train = sum(b.seconds for b in mine)
         full = [b.step_seconds for b in mine if b.kind == BLOCK]
         step_s = statistics.median(full) if full else (train / steps if steps else None)
-        steady = self.steady()
-        ref = steady.median if steady else step_s
+        # A plain median here: the bootstrap CI of steady() is for the end, not per epoch.
+        steady_steps = [b.step_seconds for b in self.steady_blocks()]
+        ref = statistics.median(steady_steps) if steady_steps else step_s
         excess = max(0.0, train - steps * ref) if ref else 0.0
         first = any(b.kind == FIRST for b in mine)
         warmup = first or (train > 0 and excess > WARMUP_EXCESS_FRACTION * train)

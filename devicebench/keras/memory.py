@@ -43,10 +43,15 @@ class MemoryReader:
         return current, peak
 
 
-def _rss() -> MemoryRead:
-    import psutil
+_PROCESS: list = []
 
-    current = int(psutil.Process().memory_info().rss)
+
+def _rss() -> MemoryRead:
+    if not _PROCESS:
+        import psutil
+
+        _PROCESS.append(psutil.Process())
+    current = int(_PROCESS[0].memory_info().rss)
     try:
         import resource
 
