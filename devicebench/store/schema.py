@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-CURRENT_SCHEMA = 3
+CURRENT_SCHEMA = 4
 
 # Version 1: machines, runs, trials; a trial's raw blocks live inside its result JSON.
 V1_STATEMENTS: tuple[str, ...] = (
@@ -92,6 +92,25 @@ V3_STATEMENTS: tuple[str, ...] = (
     "CREATE INDEX ops_points_op ON ops_points(op, mode, size)",
 )
 
+# Version 4: `TrainingMonitor` (devicebench.keras). A monitored fit is a run with command
+# "monitor" (its summary in the run's options); each timed block of steps is a row.
+V4_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE monitor_blocks (
+        run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,      -- block order within the run
+        epoch INTEGER NOT NULL,
+        first_step INTEGER NOT NULL,  -- within the epoch
+        steps INTEGER NOT NULL,
+        seconds REAL NOT NULL,     -- wall time of the block, ending with a device sync
+        kind TEXT NOT NULL,        -- first (compilation inside) | block | tail
+        memory_current INTEGER,    -- bytes; NULL: unknown
+        memory_peak INTEGER,
+        gpu_busy REAL,             -- NVML utilisation over the block, 0..1; NULL: not sampled
+        loss REAL,
+        PRIMARY KEY (run_id, idx)
+    )""",
+)
+
 # Keys of a version-2 result JSON that live elsewhere (spec column, samples table).
 MOVED_KEYS = ("spec", "block_seconds", "block_rounds")
 
@@ -128,9 +147,14 @@ def _migrate_v3(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
+def _migrate_v4(conn: sqlite3.Connection) -> None:
+    for sql in V4_STATEMENTS:
+        conn.execute(sql)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: dict[int, Migration] = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3}
+MIGRATIONS: dict[int, Migration] = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4}
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

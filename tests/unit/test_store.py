@@ -198,9 +198,9 @@ def test_migrates_the_committed_version_1_database(tmp_path: Path) -> None:
 
     with ResultStore.open(path) as store:
         c = store.connection
-        assert c.execute("PRAGMA user_version").fetchone()[0] == CURRENT_SCHEMA == 3
+        assert c.execute("PRAGMA user_version").fetchone()[0] == CURRENT_SCHEMA == 4
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert {"samples", "ops_runs", "ops_points"} <= tables
+        assert {"samples", "ops_runs", "ops_points", "monitor_blocks"} <= tables
         assert load_ops_results(store, 1) == []
         for trial_id, old in v1.items():
             rows = c.execute("SELECT round, seconds, steps FROM samples WHERE trial_id = ? "

@@ -1,0 +1,1 @@
+"""Directory put on a monitored child's PYTHONPATH: holds its ``sitecustomize``."""

@@ -1,0 +1,148 @@
+"""Attach a :class:`TrainingMonitor` to an unmodified script's ``fit`` calls.
+
+``DEVICEBENCH_MONITOR`` turns it on: ``1`` for the defaults, or a JSON object of
+``TrainingMonitor`` arguments (``{"csv_path": "m.csv", "stop_on_nan": true}``).
+``devicebench monitor -- python train.py`` sets it and puts a ``sitecustomize`` on the
+child's ``PYTHONPATH`` that calls :func:`install_from_env`; a script may also call it
+itself. Keras is not imported here: ``keras.Model.fit`` is wrapped when the script
+imports Keras (the backend it chose is kept), or at once if it already has.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from devicebench.keras import ENV_VAR
+
+ALLOWED_OPTIONS = ("batch_size", "block_steps", "target_block_seconds", "csv_path",
+                   "tensorboard_dir", "db", "stop_on_nan", "stall_factor", "nvml",
+                   "nvml_interval", "verbose")
+
+
+def parse_options(value: str) -> dict[str, Any]:
+    """``"1"`` -> {}; a JSON object -> its items (only known ``TrainingMonitor`` args).
+
+    Raises:
+        ValueError: not ``1`` and not a JSON object of known options (the message says
+            which key or why).
+
+    Example:
+        >>> parse_options('{"stop_on_nan": true}')
+        {'stop_on_nan': True}
+    """
+    value = value.strip()
+    if value in ("1", "true", "on", "yes"):
+        return {}
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{ENV_VAR}={value[:60]!r} is neither 1 nor a JSON object ({exc.msg})"
+                         ) from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{ENV_VAR} must be 1 or a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(ALLOWED_OPTIONS))
+    if unknown:
+        raise ValueError(f"{ENV_VAR} has unknown option(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(ALLOWED_OPTIONS)}")
+    return data
+
+
+def _numbered(path: Any, n: int) -> Any:
+    """``m.csv`` for the first fit, ``m-fit2.csv`` for the second, ... (a dir: ``d/fit2``)."""
+    if n == 1 or not isinstance(path, str):
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}-fit{n}{ext}" if ext else os.path.join(path, f"fit{n}")
+
+
+def patch_fit(keras_module: Any, options: dict[str, Any]) -> None:
+    """Wrap ``keras.Model.fit`` so each call without a TrainingMonitor gets one."""
+    model_cls = keras_module.Model
+    if getattr(model_cls.fit, "_devicebench_monitor", False):
+        return
+    original = model_cls.fit
+    fits = {"n": 0}
+
+    @functools.wraps(original)
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from devicebench.keras.callback import TrainingMonitor
+
+        callbacks = list(kwargs.get("callbacks") or [])
+        if not any(isinstance(cb, TrainingMonitor) for cb in callbacks):
+            fits["n"] += 1
+            opts = dict(options)
+            for key in ("csv_path", "tensorboard_dir"):
+                if key in opts:
+                    opts[key] = _numbered(opts[key], fits["n"])
+            callbacks.append(TrainingMonitor(**opts))
+            kwargs["callbacks"] = callbacks
+        return original(self, *args, **kwargs)
+
+    fit._devicebench_monitor = True  # type: ignore[attr-defined]
+    model_cls.fit = fit
+
+
+class _KerasImportHook(importlib.abc.MetaPathFinder):
+    """Finds ``keras`` with the other finders and patches it once it has executed."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "keras":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        exec_module = loader.exec_module
+        options = self.options
+
+        def exec_and_patch(module: Any) -> None:
+            exec_module(module)
+            try:
+                patch_fit(module, options)
+            except Exception as exc:  # never break the user's import
+                print(f"devicebench monitor: not attached ({type(exc).__name__}: {exc})",
+                      file=sys.stderr)
+
+        loader.exec_module = exec_and_patch  # type: ignore[method-assign]
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        return spec
+
+
+def install_from_env(environ: dict[str, str] | None = None) -> bool:
+    """Attach the monitor to every later ``fit`` when ``DEVICEBENCH_MONITOR`` is set.
+
+    Returns:
+        True when attached (or armed for Keras' import); False when the variable is unset
+        or invalid (an invalid one prints one line on stderr saying why).
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_VAR, "")
+    if not value or value.strip() in ("0", "false", "off", "no"):
+        return False
+    try:
+        options = parse_options(value)
+    except ValueError as exc:
+        print(f"devicebench monitor: not attached: {exc}", file=sys.stderr)
+        return False
+    if "keras" in sys.modules:
+        patch_fit(sys.modules["keras"], options)
+    else:
+        sys.meta_path.insert(0, _KerasImportHook(options))
+    return True

@@ -1,0 +1,71 @@
+"""Monitored training runs in the store: a run with command ``"monitor"`` (what the fit
+was and its summary in the run's options) and one ``monitor_blocks`` row per timed block.
+
+Blocks are plain dicts (``devicebench.keras.core.Block.to_dict()``), so the store does
+not depend on the callback's package.
+
+Example:
+    >>> from devicebench.env.snapshot import EnvSnapshot
+    >>> from devicebench.store import ResultStore
+    >>> with ResultStore.open(":memory:") as store:
+    ...     run_id = save_monitor_run(store, EnvSnapshot(), {"backend": "jax"},
+    ...                               [{"epoch": 0, "first_step": 0, "steps": 10,
+    ...                                 "seconds": 0.1, "kind": "block"}], {"steps": 10})
+    ...     [b["steps"] for b in load_monitor_blocks(store, run_id)]
+    [10]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from devicebench.env.snapshot import EnvSnapshot
+from devicebench.store.db import ResultStore
+
+MONITOR_COMMAND = "monitor"
+BLOCK_COLUMNS = ("epoch", "first_step", "steps", "seconds", "kind", "memory_current",
+                 "memory_peak", "gpu_busy", "loss")
+
+
+def save_monitor_run(store: ResultStore, snapshot: EnvSnapshot, options: Mapping[str, Any],
+                     blocks: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> int:
+    """Record a monitored fit as a finished run tagged ``"monitor"``; returns the run id.
+
+    Raises:
+        StoreError: the database cannot be written.
+    """
+    machine_id = store.add_machine(snapshot)
+    run_id = store.start_run(machine_id, MONITOR_COMMAND, dict(options))
+    rows = [(run_id, i, *(_clean(b.get(c)) for c in BLOCK_COLUMNS))
+            for i, b in enumerate(blocks)]
+    with store._write("adding monitored blocks") as c:
+        c.executemany(
+            f"INSERT INTO monitor_blocks (run_id, idx, {', '.join(BLOCK_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * (len(BLOCK_COLUMNS) + 2))})", rows)
+    store.finish_run(run_id, summary=dict(summary))
+    return run_id
+
+
+def _clean(value: Any) -> Any:
+    # SQLite stores NaN as NULL; keep an infinite or NaN loss readable as text-free REAL.
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def load_monitor_blocks(store: ResultStore, run_id: int) -> list[dict[str, Any]]:
+    """The run's blocks, in order, as dicts keyed like :data:`BLOCK_COLUMNS`."""
+    with store._read("reading monitored blocks") as c:
+        rows = c.execute(f"SELECT {', '.join(BLOCK_COLUMNS)} FROM monitor_blocks "
+                         "WHERE run_id = ? ORDER BY idx", (run_id,)).fetchall()
+    return [dict(zip(BLOCK_COLUMNS, r, strict=True)) for r in rows]
+
+
+def latest_monitor_run(store: ResultStore, machine_id: int) -> int | None:
+    """The newest finished monitored run on this machine, or None."""
+    with store._read("finding monitored runs") as c:
+        row = c.execute("SELECT id FROM runs WHERE machine_id = ? AND command = ? AND "
+                        "finished_at IS NOT NULL ORDER BY id DESC LIMIT 1",
+                        (machine_id, MONITOR_COMMAND)).fetchone()
+    return int(row[0]) if row else None

@@ -1,0 +1,169 @@
+"""TrainingMonitor on short real fits on TensorFlow and JAX (CPU, tiny models, seconds).
+
+Each fit runs in a fresh process (the Keras backend is fixed at import). NVML is fed by
+a fake reader at the callback's seam here (this machine has no NVIDIA GPU); the `gpu`
+test uses the real one.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devicebench.keras.sinks import read_scalars
+from devicebench.store import ResultStore
+from devicebench.store.monitor import load_monitor_blocks
+from tests.conftest import has_module, requires_jax, requires_tf, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "fixtures" / "scripts" / "monitor_fit.py"
+requires_tbx = pytest.mark.skipif(not has_module("tensorboardX"),
+                                  reason="tensorboardX not installed")
+
+
+def _env(backend: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["KERAS_BACKEND"] = backend
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["DEVICEBENCH_MONITOR"] = ""
+    return env
+
+
+def fit(backend: str, tmp_path: Path, **cfg) -> dict:
+    out = tmp_path / f"report-{backend}.json"
+    cfg["out"] = str(out)
+    res = subprocess.run([sys.executable, str(SCRIPT), json.dumps(cfg)], env=_env(backend),
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+BACKENDS = [pytest.param("tensorflow", marks=requires_tf),
+            pytest.param("jax", marks=requires_jax)]
+
+
+@requires_tbx
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_real_fit_gives_positive_figures_in_logs_csv_tensorboard_and_store(
+        backend: str, tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    rep = fit(backend, tmp_path, epochs=3, validation=True, fake_nvml=[3.0, 84_000_000],
+              monitor={"csv_path": str(tmp_path / "m.csv"), "db": str(db),
+                       "tensorboard_dir": str(tmp_path / "tb"),
+                       "target_block_seconds": 0.02, "nvml_interval": 0.002})
+    s = rep["summary"]
+    assert s["steady_step_seconds"] > 0 and s["samples_per_s"] > 0 and s["batch_size"] == 16
+    assert s["steps"] == 3 * 32 and s["steady_blocks"] >= 2
+    assert s["compile_seconds"] is not None and s["compile_seconds"] > 0
+    assert s["peak_memory_bytes"] > 0 and s["memory_label"] == "process RSS"
+    assert s["gpu_busy"] == pytest.approx(0.03) and s["nvml"] == "on"
+    assert s["epochs"][0]["warmup"] is True and len(s["epochs"]) == 3
+    assert s["monitor_overhead_seconds"] >= 0 and s["alerts"] == []
+    (line,) = rep["lines"]
+    assert line.startswith("steady ") and "GPU busy 3% of the step" in line
+    assert "first epoch included" in line and "(process RSS)" in line
+    # Keras logs: History (and the progress bar) carry the monitor's figures.
+    hist = rep["history"]
+    assert len(hist["step_ms"]) == 3 and all(v > 0 for v in hist["step_ms"])
+    assert all(v > 0 for v in hist["samples_per_s"]) and "val_loss" in hist
+    # The blocks: the first execution alone, every step counted once per epoch.
+    kinds = [b["kind"] for b in rep["blocks"]]
+    assert kinds[0] == "first" and rep["blocks"][0]["steps"] == 1
+    for epoch in range(3):
+        assert sum(b["steps"] for b in rep["blocks"] if b["epoch"] == epoch) == 32
+    # CSV read back.
+    rows = list(csv.DictReader((tmp_path / "m.csv").open()))
+    blocks = [r for r in rows if r["row"] == "block"]
+    assert len(blocks) == len(rep["blocks"]) and [r["row"] for r in rows].count("epoch") == 3
+    assert all(float(r["ms_per_step"]) > 0 for r in blocks)
+    assert all(float(r["loss"]) > 0 for r in blocks)
+    # TensorBoard event files read back without TensorFlow's reader.
+    scalars = read_scalars(tmp_path / "tb")
+    assert len(scalars["monitor/ms_per_step"]) == len(rep["blocks"])
+    assert all(v > 0 for _, v in scalars["monitor/ms_per_step"])
+    assert [st for st, _ in scalars["monitor/epoch_train_seconds"]] == [0, 1, 2]
+    assert scalars["monitor/gpu_busy_pct"][-1][1] == pytest.approx(3.0)
+    # The store: a run tagged "monitor" with every block.
+    with ResultStore.open(db) as store:
+        (run,) = store.runs()
+        assert run.command == "monitor" and run.id == rep["store_run_id"]
+        assert len(load_monitor_blocks(store, run.id)) == len(rep["blocks"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_steps_per_execution_and_no_validation(backend: str, tmp_path: Path) -> None:
+    rep = fit(backend, tmp_path, epochs=2, spe=4, nvml=False,
+              monitor={"target_block_seconds": 0.01, "nvml": False})
+    s = rep["summary"]
+    assert s["steps"] == 2 * 40 and s["steady_step_seconds"] > 0
+    assert rep["blocks"][0]["steps"] == 4  # one execution of 4 steps holds the compilation
+    assert all(b["steps"] % 4 == 0 for b in rep["blocks"])
+    assert "val_loss" not in rep["history"] and len(rep["history"]["step_ms"]) == 2
+
+
+@requires_jax
+@pytest.mark.parametrize("stop", [True, False])
+def test_an_injected_nan_raises_the_alert_and_stops_when_asked(stop: bool,
+                                                                tmp_path: Path) -> None:
+    rep = fit("jax", tmp_path, epochs=4, nan_from=320,
+              monitor={"stop_on_nan": stop, "target_block_seconds": 0.01, "nvml": False})
+    nan = [a for a in rep["summary"]["alerts"] if a["kind"] == "nan"]
+    assert nan and nan[0]["epoch"] == 0 and "loss is nan" in nan[0]["message"]
+    assert any("loss is nan" in line for line in rep["lines"])
+    assert rep["epochs_run"] == (1 if stop else 4)
+    if stop:
+        assert any("stopping training" in line for line in rep["lines"])
+
+
+@requires_tf
+def test_nan_on_tensorflow_stops_too(tmp_path: Path) -> None:
+    rep = fit("tensorflow", tmp_path, epochs=3, nan_from=320,
+              monitor={"stop_on_nan": True, "nvml": False})
+    assert rep["epochs_run"] == 1 and rep["summary"]["alerts"][0]["kind"] == "nan"
+
+
+@requires_jax
+def test_monitor_cli_attaches_to_an_unmodified_script(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import numpy as np, keras\n"
+        "x = np.random.rand(256, 4).astype('float32'); y = x.sum(1, keepdims=True)\n"
+        "m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "m.compile('sgd', 'mse')\n"
+        "m.fit(x, y, epochs=2, batch_size=16, verbose=0)\n"
+        "m.fit(x, y, epochs=1, batch_size=16, verbose=0)\n"
+        "print('trained')\n")
+    env = _env("jax")
+    env.pop("DEVICEBENCH_MONITOR")
+    res = run_cli("monitor", "--csv", str(tmp_path / "m.csv"), "--db", str(tmp_path / "r.db"),
+                  "--", sys.executable, str(script), env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "trained" in res.stdout
+    assert res.stderr.count("devicebench monitor: ") == 2  # one end line per fit
+    assert (tmp_path / "m.csv").exists() and (tmp_path / "m-fit2.csv").exists()
+    with ResultStore.open(tmp_path / "r.db") as store:
+        assert [r.command for r in store.runs()] == ["monitor", "monitor"]
+
+
+def _has_nvidia() -> bool:
+    return shutil.which("nvidia-smi") is not None and has_module("pynvml")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not (_has_nvidia() and has_module("jax")),
+                    reason="needs an NVIDIA GPU, nvidia-ml-py and jax with CUDA")
+def test_on_an_nvidia_gpu_nvml_and_device_memory_are_read(tmp_path: Path) -> None:
+    rep = fit("jax", tmp_path, epochs=2, samples=6400,
+              monitor={"nvml": True, "target_block_seconds": 0.05})
+    s = rep["summary"]
+    assert s["nvml"] == "on" and s["gpu_busy"] is not None and 0 <= s["gpu_busy"] <= 1
+    assert s["memory_label"].startswith("device gpu") and s["peak_memory_bytes"] > 0
+    assert "GPU busy" in rep["lines"][0]
