@@ -58,6 +58,7 @@ def advise(
     budget: float = 120.0,
     baseline: str | None = None,
     allow_batch_change: bool = False,
+    epochs: int | None = None,
     db: str | Path | None = None,
     progress: bool = False,
 ):
@@ -71,10 +72,14 @@ def advise(
             signature).
         budget: seconds for the search and the final comparison.
         baseline: your current configuration, e.g. ``"backend=tensorflow,device=gpu:0"``.
+        epochs: the epochs you plan to train (default: the workload's own, else 10): a
+            candidate whose extra compilation does not pay back within them is not
+            recommended.
 
     Returns:
-        an :class:`devicebench.advisor.advice.AdviceResult` (``.verdict``, ``.reasons``,
-        ``.code``, ``.to_dict()``).
+        an :class:`devicebench.advisor.advice.AdviceResult` (``.headline`` — does the
+        accelerator speed this training up —, ``.verdict``, ``.reasons``, ``.code``,
+        ``.to_dict()``).
 
     Raises:
         devicebench.errors.DevicebenchError: bad input (one clear message).
@@ -88,5 +93,5 @@ def advise(
     with tempfile.TemporaryDirectory(prefix="devicebench-advise-") as tmp:
         ref = _as_ref(workload_or_model, data, Path(tmp))
         return run_advice(ref, baseline=baseline, budget=budget,
-                          allow_batch_change=allow_batch_change,
+                          allow_batch_change=allow_batch_change, epochs=epochs,
                           db=Path(db) if db else None, progress=progress)
