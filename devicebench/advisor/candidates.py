@@ -49,6 +49,10 @@ def candidate_space(
             add(baseline.with_(backend="torch", device="mps", **defaults))
 
     def jit_and_precision() -> None:
+        # On a CPU with bfloat16 instructions bf16 comes first: XLA's CPU kernels were
+        # 3-5x slower than TensorFlow's own on mnist-cnn here (DESIGN.md), bf16 1.4x faster.
+        if baseline.device == "cpu" and _has_bf16(snapshot):
+            add(baseline.with_(precision="mixed_bfloat16"))
         add(baseline.with_(jit="on" if baseline.jit != "on" else "off"))
         if _has_bf16(snapshot):
             add(baseline.with_(precision="mixed_bfloat16"))
