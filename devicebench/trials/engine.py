@@ -13,11 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from devicebench.advisor.equivalence import compare_losses, tolerance_for
-from devicebench.trials.environment import worker_env
-from devicebench.trials.launcher import WorkerFailure, WorkerProcess
+from devicebench.launch import Worker, WorkerFailure, WorkerProcess, worker_env
 from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
 
@@ -56,17 +55,10 @@ class RunOptions:
     max_warmup_seconds: float = 60.0
 
 
-class Worker(Protocol):
-    def send(self, message: dict[str, Any]) -> None: ...
-    def receive(self, timeout: float) -> dict[str, Any]: ...
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]: ...
-    def begin_close(self) -> None: ...
-    def close(self, timeout: float = 10) -> None: ...
-    def kill(self) -> None: ...
-
-
 def start_process_worker(spec: TrialSpec) -> Worker:
-    return WorkerProcess.start(WORKER_MODULE, env=worker_env(spec))
+    """A fresh worker process with ``spec``'s process-global settings in its environment."""
+    return WorkerProcess.start(WORKER_MODULE, env=worker_env(spec.backend, spec.device,
+                                                             spec.threads))
 
 
 def default_reference(specs: list[TrialSpec]) -> TrialSpec:

@@ -1,6 +1,6 @@
 """Trial worker: ``python -m devicebench.trials.worker CMD_FD RESULT_FD``.
 
-Started by :class:`devicebench.trials.launcher.WorkerProcess` with the trial's
+Started by :class:`devicebench.launch.WorkerProcess` with the trial's
 environment already set (backend, device visibility, threads). It reads JSON-line
 commands from CMD_FD and answers on RESULT_FD — never stdout, which workloads may use.
 
@@ -14,7 +14,6 @@ The same :class:`TrialSession` runs inline in tests.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 import resource
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from devicebench.launch.child import Channel
 from devicebench.measure.stats import settled
 from devicebench.trials.spec import TrialSpec
 
@@ -371,26 +371,6 @@ class TrialSession:
             "peak_rss_bytes": _peak_rss_bytes(),
             "final_loss": self.last_loss,
         }
-
-
-class Channel:
-    """JSON lines over the two dedicated pipes."""
-
-    def __init__(self, cmd_fd: int, res_fd: int) -> None:
-        self._in = os.fdopen(cmd_fd, "r", encoding="utf-8")
-        self._out = os.fdopen(res_fd, "w", encoding="utf-8", buffering=1)
-        self.pending: dict[str, Any] | None = None
-
-    def recv(self) -> dict[str, Any] | None:
-        if self.pending is not None:
-            msg, self.pending = self.pending, None
-            return msg
-        line = self._in.readline()
-        return json.loads(line) if line else None
-
-    def send(self, reply: dict[str, Any]) -> None:
-        self._out.write(json.dumps(reply, default=float) + "\n")
-        self._out.flush()
 
 
 def _failure(exc: BaseException) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def check_workload_runs(ref: str, backend: str, timeout: float = 180.0) -> None:
     """
     import os
 
-    from devicebench.trials.launcher import run_worker
+    from devicebench.launch import run_worker
 
     if is_builtin(ref):
         return
