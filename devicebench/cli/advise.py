@@ -44,7 +44,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.env.probe import probe_host_layer
     from devicebench.store import recorded_run
     from devicebench.store.ops import latest_ops_run
-    from devicebench.trials.plan import installed_backends
+    from devicebench.trials.plan import installed_backends, validate_spec
     from devicebench.workloads import BUILTIN_WORKLOADS
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
@@ -59,6 +59,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     spec = parse_baseline(baseline, workload, backend)
     if baseline is None or "device=" not in baseline:
         spec = spec.with_(device=device)
+    validate_spec(spec, snapshot)  # as `run` refuses --device gpu:7 on a CPU machine
     # A user workload that does not load, returns the wrong thing or whose data does not
     # fit its model is bad input (exit 2), found in a throwaway worker before searching.
     check_workload_runs(workload, spec.backend)
@@ -117,7 +118,8 @@ def advise(
     allow_batch_change: bool = typer.Option(
         False, "--allow-batch-change", help="Also try larger batch sizes (changes the "
         "training; recommended only if the loss matches)."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file (default: "
+                                   "$DEVICEBENCH_DB, else the user data directory)."),
     json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
 ) -> None:
     advice = run_advice(workload, baseline=baseline, budget=budget,

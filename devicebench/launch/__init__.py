@@ -13,12 +13,14 @@ not on each other.
 """
 
 from devicebench.launch.environment import THREAD_VARS, thread_env, worker_env
+from devicebench.launch.memory import MemoryWatch
 from devicebench.launch.oneshot import WorkerOutcome, run_worker
 from devicebench.launch.process import exit_status, signal_name
 from devicebench.launch.worker import Worker, WorkerFailure, WorkerProcess
 
 __all__ = [
     "THREAD_VARS",
+    "MemoryWatch",
     "Worker",
     "WorkerFailure",
     "WorkerOutcome",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devicebench.launch.child import PARENT_PID_VAR
 from devicebench.launch.process import kill_group, signal_name, tail
 
 
@@ -94,7 +95,8 @@ def run_worker(
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
-                env=env if env is not None else dict(os.environ),
+                env={**(env if env is not None else os.environ),
+                     PARENT_PID_VAR: str(os.getpid())},
                 start_new_session=True,
             )
             timed_out = False

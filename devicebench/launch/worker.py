@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from devicebench.launch.child import PARENT_PID_VAR
+from devicebench.launch.memory import MemoryWatch
 from devicebench.launch.process import exit_status, kill_group, tail
 
 
@@ -26,12 +28,14 @@ class WorkerFailure(Exception):
         message: one line saying what happened.
         stderr_tail: the end of the worker's stderr.
         traceback_tail: the end of the worker's traceback, when it sent one.
+        peak_rss_bytes: the peak resident memory the parent saw (a memory limit's kill).
     """
 
     def __init__(self, status: str, message: str, stderr_tail: str = "",
-                 traceback_tail: str = "") -> None:
+                 traceback_tail: str = "", peak_rss_bytes: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.peak_rss_bytes = peak_rss_bytes
         self.message = message
         self.stderr_tail = stderr_tail
         self.traceback_tail = traceback_tail
@@ -68,7 +72,9 @@ class WorkerProcess:
 
     The parent writes commands to the child's command pipe and reads replies from its
     result pipe; stdout and stderr go to files (workloads print freely). Each request has
-    a timeout, after which the child's whole process group is killed.
+    a timeout, after which the child's whole process group is killed. With a memory
+    limit, a :class:`MemoryWatch` kills the group when its resident memory reaches it;
+    the failure then has status ``oom`` and says the peak seen.
 
     Example:
         >>> w = WorkerProcess.start("devicebench.trials.worker", env=env)
@@ -76,8 +82,11 @@ class WorkerProcess:
     """
 
     def __init__(self, proc: subprocess.Popen[bytes], cmd_w: int, res_r: int,
-                 tmpdir: tempfile.TemporaryDirectory[str]) -> None:
+                 tmpdir: tempfile.TemporaryDirectory[str],
+                 memory_limit_bytes: int | None = None) -> None:
         self.proc = proc
+        self.memory = (MemoryWatch(proc.pid, memory_limit_bytes)
+                       if memory_limit_bytes else None)
         self._cmd = os.fdopen(cmd_w, "w", encoding="utf-8", buffering=1)
         self._res_fd = res_r
         self._buffer = b""
@@ -86,8 +95,14 @@ class WorkerProcess:
 
     @classmethod
     def start(cls, module: str, *, env: dict[str, str], args: list[str] | None = None,
-              python: str | None = None) -> WorkerProcess:
-        """Start ``python -m module CMD_FD RESULT_FD *args`` in its own process group."""
+              python: str | None = None,
+              memory_limit_bytes: int | None = None) -> WorkerProcess:
+        """Start ``python -m module CMD_FD RESULT_FD *args`` in its own process group.
+
+        Args:
+            memory_limit_bytes: kill the worker when its resident memory (its children's
+                included, the framework's own counted) reaches this many bytes.
+        """
         cmd_r, cmd_w = os.pipe()
         res_r, res_w = os.pipe()
         tmpdir = tempfile.TemporaryDirectory(prefix="devicebench-worker-")
@@ -96,7 +111,8 @@ class WorkerProcess:
         try:
             proc = subprocess.Popen(
                 [python or sys.executable, "-m", module, str(cmd_r), str(res_w), *(args or [])],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                env={**env, PARENT_PID_VAR: str(os.getpid())},
                 pass_fds=(cmd_r, res_w), start_new_session=True,
             )
         finally:
@@ -104,7 +120,7 @@ class WorkerProcess:
             err.close()
             os.close(cmd_r)
             os.close(res_w)
-        return cls(proc, cmd_w, res_r, tmpdir)
+        return cls(proc, cmd_w, res_r, tmpdir, memory_limit_bytes)
 
     @property
     def stderr_tail(self) -> str:
@@ -189,6 +205,9 @@ class WorkerProcess:
             self.kill()
             rc = self.proc.returncode
         text = self.stderr_tail
+        if self.memory is not None and self.memory.exceeded:
+            return WorkerFailure("oom", self.memory.describe(), text,
+                                 peak_rss_bytes=self.memory.peak_bytes)
         status, name = exit_status(rc)
         if name:
             return WorkerFailure(status, f"worker killed by {name}", text)
@@ -198,6 +217,8 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kill the worker's process group (SIGTERM, then SIGKILL)."""
+        if self.memory is not None:
+            self.memory.stop()
         if self.proc.poll() is None:
             kill_group(self.proc)
 
@@ -217,6 +238,8 @@ class WorkerProcess:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+        if self.memory is not None:
+            self.memory.stop()
         os.close(self._res_fd)
         self._res_fd = -1
         self._tmpdir.cleanup()

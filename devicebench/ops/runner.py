@@ -18,7 +18,7 @@ from devicebench.errors import SpecError
 from devicebench.launch import run_worker, thread_env, worker_env
 from devicebench.ops.result import OpsWorkerResult
 from devicebench.ops.spec import OPS_BACKENDS, OpsConfig
-from devicebench.trials.plan import installed_backends, machine_devices
+from devicebench.trials.plan import check_device, installed_backends, machine_devices
 
 WORKER_MODULE = "devicebench.ops.worker"
 RUN_ORDER = ("numpy", "tensorflow", "jax", "torch")  # the reference first
@@ -73,9 +73,7 @@ def plan_ops(snapshot: EnvSnapshot, *, backends: list[str] | None = None,
             notes.append(f"skipped backend {b}: not installed (pip install 'devicebench[{b}]')")
     here = machine_devices(snapshot)
     for d in devices or []:
-        if d not in here:
-            raise SpecError(f"this machine has no device {d!r}",
-                            fix=f"use one of: {', '.join(here)} (see `devicebench doctor`)")
+        check_device(d, snapshot)
     chosen_devices = list(dict.fromkeys(devices or here))
     apple = snapshot.host.os == "Darwin" and snapshot.host.machine == "arm64"
     configs = [OpsConfig(backend=b, device=d, **settings)
