@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.launch.child import PARENT_PID_VAR
-from devicebench.launch.process import kill_group, signal_name, tail
+from devicebench.launch.process import exit_status, kill_group, tail
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,8 @@ class WorkerOutcome:
 
     Attributes:
         status: ``ok`` (exit 0 and a result), ``error`` (non-zero exit or no result),
-            ``crashed`` (killed by a signal), ``timeout`` (killed by us).
+            ``crashed`` (killed by a signal), ``oom`` (killed by a SIGKILL we did not
+            send), ``timeout`` (killed by us) — :func:`exit_status`'s mapping.
         result: the JSON object the worker wrote, or None.
         returncode: the process exit code (negative: the signal number).
         signal_name: e.g. ``SIGABRT`` when crashed.
@@ -50,6 +51,9 @@ class WorkerOutcome:
             return f"timed out after {self.wall_seconds:.0f} s (process group killed)"
         if self.status == "crashed":
             return f"process killed by {self.signal_name} (exit {self.returncode})"
+        if self.status == "oom":
+            return (f"process killed by {self.signal_name} (exit {self.returncode}; the "
+                    "kernel's out-of-memory killer is its usual sender)")
         if self.status == "error":
             return f"process exited with code {self.returncode}"
         return "ok"
@@ -118,15 +122,10 @@ def run_worker(
             except (OSError, json.JSONDecodeError):
                 result = None
         rc = proc.returncode
-        sig_name = ""
+        status, sig_name = exit_status(rc)
         if timed_out:
-            status = "timeout"
-        elif rc is not None and rc < 0:
-            status = "crashed"
-            sig_name = signal_name(rc)
-        elif rc == 0 and result is not None:
-            status = "ok"
-        else:
+            status, sig_name = "timeout", ""
+        elif status == "ok" and result is None:
             status = "error"
         return WorkerOutcome(
             status=status,

@@ -75,7 +75,7 @@ def test_faults_are_recorded_and_other_trials_survive(tmp_path):
     db = tmp_path / "f.db"
     names = ["tiny", "raises", "aborts", "hangs", "allocates", "produces_nan", "tiny2"]
     res = run_cli("run", *[f"{W}:{n}" for n in names], "--backend", "jax", *FAST,
-                  "--timeout", "25", "--memory-limit", "4096", "--db", str(db))
+                  "--timeout", "25", "--memory-limit", "1500", "--db", str(db))
     assert res.returncode == 1, res.stderr[-3000:]  # some trials failed
     assert "5 of 7 trials did not end ok" in res.stderr
     assert _trials(db) == {
