@@ -215,6 +215,11 @@ def test_workers_die_with_their_parent(tmp_path, sig):
     for p in alive:  # never leave one behind, even when the test fails
         p.kill()
     assert not alive, f"workers outlived their parent by 5 s: {[p.pid for p in alive]}"
+    con = sqlite3.connect(tmp_path / "o.db")
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        con.close()
 
 
 # -- 7. smaller items ---------------------------------------------------------------------
