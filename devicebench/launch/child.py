@@ -68,7 +68,10 @@ def die_with_parent() -> None:
     process was re-parented, and ends its process group if so — this covers imports,
     set-up and long blocks, where the command pipe is not being read; between blocks the
     worker also exits as soon as the command pipe reads end-of-file.
-    Call it first thing in a worker's ``main``.
+    Call it first thing in a worker's ``main``. Linux signals when the *thread* that
+    started the worker ends, so a launcher must start workers from a thread that outlives
+    them (every launcher here waits in the thread that started its worker; doctor's
+    probe threads each start and wait for their own).
     """
     expected = os.environ.get(PARENT_PID_VAR)
     parent = int(expected) if expected and expected.isdigit() else os.getppid()
