@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,34 @@ def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> 
     return f"{model_path}::{data_path}"
 
 
+MIN_ADVISE_BUDGET_S = 10.0  # as `devicebench advise --budget`
+
+
+def _check_advise_args(budget: Any, baseline: Any, allow_batch_change: Any, db: Any,
+                       data: Any) -> float:
+    """The CLI's rules for advise's arguments; InputError (never a TypeError from deep
+    inside) for anything else. Returns the budget as a float."""
+    if isinstance(budget, bool) or not isinstance(budget, int | float):
+        raise InputError(f"budget must be a number of seconds, got {budget!r}",
+                         fix="e.g. devicebench.advise('seed-rnn', budget=60)")
+    if not math.isfinite(budget) or budget < MIN_ADVISE_BUDGET_S:
+        raise InputError(f"budget must be at least {MIN_ADVISE_BUDGET_S:.0f} s, got {budget}",
+                         why="a search needs time for each candidate's import and set-up",
+                         fix="e.g. budget=60")
+    if baseline is not None and not isinstance(baseline, str):
+        raise InputError(f"baseline must be a string, got {type(baseline).__name__}",
+                         fix="e.g. baseline='backend=tensorflow,device=cpu'")
+    if not isinstance(allow_batch_change, bool):
+        raise InputError(f"allow_batch_change must be True or False, got {allow_batch_change!r}")
+    if db is not None and not isinstance(db, str | Path):
+        raise InputError(f"db must be a path, got {type(db).__name__}",
+                         fix="e.g. db='results.db'")
+    if data is not None and (not isinstance(data, tuple | list) or len(data) != 2):
+        raise InputError(f"data must be a pair (x, y), got {type(data).__name__}",
+                         fix="pass data=(x_train, y_train)")
+    return float(budget)
+
+
 def advise(
     workload_or_model: Any,
     data: tuple[Any, Any] | None = None,
@@ -82,7 +111,9 @@ def advise(
         ``.to_dict()``).
 
     Raises:
-        devicebench.errors.DevicebenchError: bad input (one clear message).
+        devicebench.errors.DevicebenchError: bad input (one clear message): an argument of
+            the wrong type or out of range (``budget`` under 10 s), an unknown workload,
+            a baseline this machine cannot run, training data with NaN or Inf.
 
     Example:
         >>> result = devicebench.advise("seed-rnn", budget=60)
@@ -90,6 +121,7 @@ def advise(
     """
     from devicebench.cli.advise import run_advice
 
+    budget = _check_advise_args(budget, baseline, allow_batch_change, db, data)
     with tempfile.TemporaryDirectory(prefix="devicebench-advise-") as tmp:
         ref = _as_ref(workload_or_model, data, Path(tmp))
         return run_advice(ref, baseline=baseline, budget=budget,

@@ -6,6 +6,8 @@ library callers catch them as ordinary exceptions.
 
 from __future__ import annotations
 
+import re
+
 
 class DevicebenchError(Exception):
     """Base class: a problem the user can fix. ``str()`` is the one-line message.
@@ -51,3 +53,40 @@ class SpecError(InputError):
 
 class StoreError(DevicebenchError):
     """The results database cannot be opened, read or written."""
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# Lines that wrap an error rather than name its cause (Keras layers, TF graph errors).
+_WRAPPERS = re.compile(
+    r"^(Exception encountered when calling|Graph execution error|Detected at node|"
+    r"Arguments received by|Traceback \(most recent call last\)|\[\[|•)")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape codes (colours, bold), as stored and shown."""
+    return _ANSI.sub("", text)
+
+
+def cause_line(message: str, limit: int = 300) -> str:
+    """The line of an exception message that names its cause.
+
+    Keras wraps a layer's error as "Exception encountered when calling Sequential.call()."
+    with the cause two lines further down, TensorFlow a graph error as "Graph execution
+    error:" with a stack in between: the first line that is neither such a wrapper nor
+    indented is the cause (else the first non-empty line). ANSI codes are removed.
+
+    Example:
+        >>> cause_line("Exception encountered when calling X.call().\\n\\nbad shape (32, 5)")
+        'bad shape (32, 5)'
+    """
+    lines = [ln.rstrip() for ln in strip_ansi(message).splitlines() if ln.strip()]
+    for ln in lines:
+        if not ln[0].isspace() and not _WRAPPERS.match(ln):
+            return ln[:limit]
+    return lines[0].strip()[:limit] if lines else ""
+
+
+def exception_line(exc: BaseException) -> str:
+    """``ValueError: <the line naming the cause>`` for an exception."""
+    cause = cause_line(str(exc))
+    return f"{type(exc).__name__}: {cause}" if cause else type(exc).__name__

@@ -292,9 +292,8 @@ def engine_group(on_result: Callable[[TrialResult], None] | None = None,
 
     def start(reference: TrialSpec, options: RunOptions,
               equivalence_seconds: float | None) -> Group:
-        extra = {"start_worker": start_worker} if start_worker is not None else {}
         return TrialGroup(reference, options, equivalence_seconds=equivalence_seconds,
                           screen_factor=SCREEN_FACTOR, on_result=on_result,
-                          on_event=on_event, clock=clock, **extra)
+                          on_event=on_event, clock=clock, start_worker=start_worker)
 
     return start

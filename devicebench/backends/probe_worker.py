@@ -12,9 +12,11 @@ import sys
 import traceback
 
 from devicebench.backends import FRAMEWORKS
+from devicebench.launch.child import die_with_parent
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()
     result_path, framework = argv[0], argv[1]
     if framework not in FRAMEWORKS:
         print(f"unknown framework {framework!r}", file=sys.stderr)

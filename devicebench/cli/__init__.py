@@ -65,7 +65,8 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
     ),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file for the main job."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file for the main job "
+                                   "(default: $DEVICEBENCH_DB, else the user data directory)."),
 ) -> None:
     """Is my accelerator actually speeding up my training? Measured answers and the fix.
 
@@ -89,5 +90,23 @@ from devicebench.cli import run as _run  # noqa: E402,F401
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    Typer's own usage errors (an unknown option, ``--budget -1``) become one line and
+    exit 2, like every other bad input, instead of a boxed message.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:  # Ctrl-C outside a command's own handler
+        print("devicebench: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:
+        # click's UsageError and friends (vendored by typer, not public): duck-typed.
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "devicebench"
+        print(f"devicebench: error: {exc.format_message()} — fix: see `{where} --help`",
+              file=sys.stderr)
+        sys.exit(exc.exit_code if isinstance(exc.exit_code, int) and exc.exit_code else 2)
+    sys.exit(code if isinstance(code, int) else 0)

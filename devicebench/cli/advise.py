@@ -32,7 +32,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.env.probe import probe_host_layer
     from devicebench.store import recorded_run
     from devicebench.store.ops import latest_ops_run
-    from devicebench.trials.plan import installed_backends
+    from devicebench.trials.plan import installed_backends, validate_spec
     from devicebench.workloads import BUILTIN_WORKLOADS
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
@@ -47,6 +47,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     spec = parse_baseline(baseline, workload, default.backend)
     if baseline is None or "device=" not in baseline:
         spec = spec.with_(device=default.device)
+    validate_spec(spec, snapshot)  # as `run` refuses --device gpu:7 on a CPU machine
     if baseline is not None:
         why = "given with --baseline" + ("" if "device=" in baseline else
                                          f" ({default.device}: the default device)")
@@ -117,7 +118,8 @@ def advise(
         None, "--epochs", min=1, help="Epochs you plan to train: a candidate whose extra "
         "compilation or warm-up does not pay back within them is not recommended "
         "(default: the workload's own, else 10)."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file (default: "
+                                   "$DEVICEBENCH_DB, else the user data directory)."),
     json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
 ) -> None:
     advice = run_advice(workload, baseline=baseline, budget=budget,

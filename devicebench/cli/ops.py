@@ -57,7 +57,7 @@ def ops(
                                        "; torch.compile takes 5-30 s per op on a CPU)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds allowed per worker."),
     db: Path | None = typer.Option(None, "--db", help="SQLite results file "
-                                   "(default: the user data directory)."),
+                                   "(default: $DEVICEBENCH_DB, else the user data directory)."),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
     from devicebench.env.probe import probe_host_layer

@@ -81,10 +81,11 @@ def run(
                                   help="Seconds allowed for a trial's setup or one block."),
     memory_limit: int | None = typer.Option(
         None, "--memory-limit", min=1, metavar="MiB",
-        help="Address-space limit per worker beyond what its imports use (Linux); a trial "
-             "that exceeds it is recorded as oom."),
+        help="Resident-memory limit per worker, its framework included (TensorFlow alone "
+             "takes ~0.5 GB): the worker is killed there and the trial recorded as oom "
+             "with the peak seen."),
     db: Path | None = typer.Option(None, "--db", help="SQLite results file "
-                                   "(default: the user data directory)."),
+                                   "(default: $DEVICEBENCH_DB, else the user data directory)."),
     resume: bool = typer.Option(False, "--resume", help="Skip trials already measured "
                                 "(same spec, same machine) and show their stored results."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
@@ -94,7 +95,7 @@ def run(
     from devicebench.trials.engine import RunOptions, run_workload_group
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.summary import ComparisonRow, compare
-    from devicebench.workloads.loader import validate_workload_ref
+    from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
     names = list(workloads or ["seed-rnn"])
     for name in names:
@@ -106,6 +107,10 @@ def run(
         batch_sizes=_ints(batch_size, "batch-size"), pipelines=_split(pipeline),
         threads=_ints(threads, "threads"), steps_per_execution=steps_per_execution, seed=seed,
     )
+    for name in names:  # once per user workload, before any trial: type, NaN/Inf, dtype
+        backends = [s.backend for s in plan.specs if s.workload == name]
+        if backends:
+            check_workload_runs(name, backends[0], fit=False)
     options = RunOptions(
         min_rounds=rounds or 5, max_rounds=rounds or 30, budget_seconds=budget,
         equivalence_steps=equivalence_steps, setup_timeout=timeout, block_timeout=timeout,
@@ -151,7 +156,13 @@ def run(
         from devicebench.report.run import render_comparison
 
         render_comparison(rows, notes=notes)
-    if results and all(r.status != "ok" for r in results):
+    # Exit status: 0 every trial ok, 1 any trial not ok (said on stderr with the count;
+    # the others' results stand), 2 bad input before any trial, 130 interrupted.
+    failed = [r.status for r in results if r.status != "ok"]
+    if failed:
+        counts = ", ".join(f"{s} {failed.count(s)}" for s in dict.fromkeys(failed))
+        print(f"devicebench: {len(failed)} of {len(results)} trials did not end ok ({counts});"
+              " the table above says why, and every result is stored", file=sys.stderr)
         raise typer.Exit(1)
 
 

@@ -38,7 +38,7 @@ from devicebench.env.snapshot import (
     build_dataclass,
     clean_macos_version,
 )
-from devicebench.trials.launcher import run_worker
+from devicebench.launch import run_worker
 
 INTERESTING_CPU_FLAGS = re.compile(r"^(avx2|fma|avx512\w*|amx\w*|avx_vnni|f16c)$")
 

@@ -15,15 +15,12 @@ from typing import Any
 
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import SpecError
+from devicebench.launch import run_worker, thread_env, worker_env
 from devicebench.ops.result import OpsWorkerResult
 from devicebench.ops.spec import OPS_BACKENDS, OpsConfig
-from devicebench.trials.environment import worker_env
-from devicebench.trials.launcher import run_worker
-from devicebench.trials.plan import installed_backends, machine_devices
-from devicebench.trials.spec import TrialSpec
+from devicebench.trials.plan import check_device, installed_backends, machine_devices
 
 WORKER_MODULE = "devicebench.ops.worker"
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 RUN_ORDER = ("numpy", "tensorflow", "jax", "torch")  # the reference first
 
 
@@ -76,9 +73,7 @@ def plan_ops(snapshot: EnvSnapshot, *, backends: list[str] | None = None,
             notes.append(f"skipped backend {b}: not installed (pip install 'devicebench[{b}]')")
     here = machine_devices(snapshot)
     for d in devices or []:
-        if d not in here:
-            raise SpecError(f"this machine has no device {d!r}",
-                            fix=f"use one of: {', '.join(here)} (see `devicebench doctor`)")
+        check_device(d, snapshot)
     chosen_devices = list(dict.fromkeys(devices or here))
     apple = snapshot.host.os == "Darwin" and snapshot.host.machine == "arm64"
     configs = [OpsConfig(backend=b, device=d, **settings)
@@ -100,13 +95,8 @@ def ops_env(config: OpsConfig, base: dict[str, str] | None = None) -> dict[str, 
         env = dict(os.environ if base is None else base)
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["PYTHONUNBUFFERED"] = "1"
-        if config.threads:
-            for var in THREAD_VARS:
-                env[var] = str(config.threads)
-        return env
-    spec = TrialSpec("ops", backend=config.backend, device=config.device,
-                     threads=config.threads)
-    return worker_env(spec, base)
+        return thread_env(env, config.threads)
+    return worker_env(config.backend, config.device, config.threads, base)
 
 
 def run_config_process(config: OpsConfig, timeout: float) -> OpsWorkerResult:

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devicebench.errors import exception_line
+from devicebench.launch.child import die_with_parent
 from devicebench.ops.kernels import BaseKernels, DeviceUnavailable, load_kernels
 from devicebench.ops.result import OpsPoint, OpsWorkerResult
 from devicebench.ops.spec import OpsConfig, modes_for, op_work, ops_for
@@ -284,13 +286,14 @@ def run_config(config: OpsConfig, result_path: Path | None = None) -> OpsWorkerR
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()
     result_path = Path(argv[1])
     config = OpsConfig.from_dict(json.loads(argv[2]))
     try:
         result = run_config(config, result_path)
     except Exception as exc:
         result = OpsWorkerResult(config.backend, config.device, status="error",
-                                 error=f"{type(exc).__name__}: {exc}",
+                                 error=exception_line(exc),
                                  info={"traceback": traceback.format_exc()[-3000:]})
         _write(result_path, result)
         return 1

@@ -69,10 +69,9 @@ def sweep(specs: list[TrialSpec], *, budget_s: float = 120.0, equivalence_steps:
     """
     budget = SearchBudget(budget_s, clock=clock)
     options = budget.group_options(equivalence_steps)
-    extra = {"start_worker": start_worker} if start_worker is not None else {}
     t0 = clock()
     with TrialGroup(specs[0], options, equivalence_seconds=budget.equivalence_seconds,
-                    on_result=on_result, clock=clock, **extra) as group:
+                    on_result=on_result, clock=clock, start_worker=start_worker) as group:
         group.add(specs)
         setup_s = clock() - t0
         final = replace(SearchBudget(3600.0, clock=clock).final_options(),

@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from devicebench.launch.worker import WorkerFailure
 from devicebench.profiles.profile import MachineProfile, TrialRecord
-from devicebench.trials.launcher import WorkerFailure
 from devicebench.trials.spec import TrialSpec
 
 # As the real worker cuts blocks (devicebench.trials.worker): K full batches of about

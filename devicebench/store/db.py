@@ -29,8 +29,16 @@ BUSY_TIMEOUT_MS = 5000
 MEMORY = ":memory:"
 
 
+DB_ENV_VAR = "DEVICEBENCH_DB"
+
+
 def default_db_path() -> Path:
-    """``<user data dir>/devicebench/results.db`` (platformdirs), e.g. ``~/.local/share/...``."""
+    """The results file used when none is given: ``$DEVICEBENCH_DB`` if set, else
+    ``<user data dir>/devicebench/results.db`` (platformdirs), e.g. ``~/.local/share/...``.
+    ``--db`` (or ``db=``) wins over both."""
+    from_env = os.environ.get(DB_ENV_VAR, "").strip()
+    if from_env:
+        return Path(from_env).expanduser()
     return Path(platformdirs.user_data_dir("devicebench")) / "results.db"
 
 

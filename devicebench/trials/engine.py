@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from devicebench.advisor.equivalence import compare_losses, tolerance_for
-from devicebench.trials.environment import worker_env
-from devicebench.trials.launcher import WorkerFailure, WorkerProcess
+from devicebench.errors import strip_ansi
+from devicebench.launch import Worker, WorkerFailure, WorkerProcess, worker_env
 from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
 
@@ -35,9 +35,13 @@ class RunOptions:
             target is not met; the table then says the spread is wide.
         target_ci: stop when every trial's 95% CI half-width is at most this fraction.
         equivalence_steps: steps from the shared initial weights whose losses are compared.
-        setup_timeout: seconds for a worker's import, build, compile and warm-up.
+        setup_timeout: seconds for a worker's build, compile, equivalence steps and
+            warm-up (the user's ``--timeout``).
+        import_timeout: seconds for a worker's framework import, apart: workers import
+            side by side, and on a loaded machine an import alone can take a minute.
         block_timeout: seconds for one round's block(s) of one trial.
-        memory_limit_bytes: address-space limit added to each worker after import.
+        memory_limit_bytes: resident-memory limit of each worker (its framework and
+            children included): the parent kills it there and records ``oom``.
         whole_epoch_seconds: when every live trial's epoch is estimated shorter than
             this, blocks are whole epochs (as the user's fit runs them); otherwise every
             trial uses blocks of K steps (0: always K steps). Decided at each measure.
@@ -50,23 +54,19 @@ class RunOptions:
     target_ci: float = 0.03
     equivalence_steps: int = 50
     setup_timeout: float = 300.0
+    import_timeout: float = 600.0
     block_timeout: float = 120.0
     memory_limit_bytes: int | None = None
     whole_epoch_seconds: float = 3.0
     max_warmup_seconds: float = 60.0
 
 
-class Worker(Protocol):
-    def send(self, message: dict[str, Any]) -> None: ...
-    def receive(self, timeout: float) -> dict[str, Any]: ...
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]: ...
-    def begin_close(self) -> None: ...
-    def close(self, timeout: float = 10) -> None: ...
-    def kill(self) -> None: ...
-
-
-def start_process_worker(spec: TrialSpec) -> Worker:
-    return WorkerProcess.start(WORKER_MODULE, env=worker_env(spec))
+def start_process_worker(spec: TrialSpec, memory_limit_bytes: int | None = None) -> Worker:
+    """A fresh worker process with ``spec``'s process-global settings in its environment;
+    killed (status ``oom``) if its resident memory reaches ``memory_limit_bytes``."""
+    return WorkerProcess.start(WORKER_MODULE, env=worker_env(spec.backend, spec.device,
+                                                             spec.threads),
+                               memory_limit_bytes=memory_limit_bytes)
 
 
 def default_reference(specs: list[TrialSpec]) -> TrialSpec:
@@ -83,9 +83,11 @@ Event = Callable[[str, TrialSpec | None, dict[str, Any]], None]
 
 def _fail(result: TrialResult, exc: WorkerFailure) -> None:
     result.status = exc.status
-    result.error = exc.message
-    result.stderr_tail = exc.stderr_tail[-2000:]
-    result.traceback_tail = exc.traceback_tail
+    result.error = strip_ansi(exc.message)  # stored text: no terminal colour codes
+    result.stderr_tail = strip_ansi(exc.stderr_tail)[-2000:]
+    result.traceback_tail = strip_ansi(exc.traceback_tail)
+    if exc.peak_rss_bytes is not None:
+        result.peak_rss_bytes = exc.peak_rss_bytes
     if exc.status == "nan":
         result.nonfinite = True
 
@@ -115,7 +117,7 @@ class TrialGroup:
         *,
         equivalence_seconds: float | None = None,
         screen_factor: float | None = None,
-        start_worker: Callable[[TrialSpec], Worker] = start_process_worker,
+        start_worker: Callable[[TrialSpec], Worker] | None = None,
         on_event: Event | None = None,
         on_result: Callable[[TrialResult], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -128,15 +130,17 @@ class TrialGroup:
             screen_factor: a trial (not the reference) whose set-up steps already take
                 this many times the fastest set-up step so far stops its equivalence
                 steps early: a search that screens on set-up steps will not time it.
-            start_worker: launcher seam: a fresh process (default) or a replayed
-                profile (:mod:`devicebench.profiles.replay`).
+            start_worker: launcher seam (default: a fresh process per trial, under
+                ``options.memory_limit_bytes``), or a replayed profile
+                (:mod:`devicebench.profiles.replay`).
             clock: what ``measure``'s budget is counted on (a replay's virtual clock).
         """
         self.reference = reference
         self.options = options
         self.equivalence_seconds = equivalence_seconds
         self.screen_factor = screen_factor
-        self._start_worker = start_worker
+        self._start_worker = start_worker or (lambda spec: start_process_worker(
+            spec, options.memory_limit_bytes))
         self._clock = clock
         self._emit = on_event or (lambda *a: None)
         self._on_result = on_result
@@ -223,7 +227,7 @@ class TrialGroup:
         # Every import finishes before the first set-up, so no set-up (its first step,
         # its equivalence steps, the step estimate blocks are cut by) runs beside one.
         for spec in [s for s in new if s not in self.finished]:
-            self._ask(spec, lambda s=spec: self._workers[s].receive(timeout=opts.setup_timeout))
+            self._ask(spec, lambda s=spec: self._workers[s].receive(timeout=opts.import_timeout))
         for spec in new:
             if spec in self.finished:
                 continue
@@ -237,7 +241,6 @@ class TrialGroup:
             msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
                                    "equivalence_steps": opts.equivalence_steps,
                                    "equivalence_seconds": self.equivalence_seconds,
-                                   "memory_limit_bytes": opts.memory_limit_bytes,
                                    "max_warmup_seconds": opts.max_warmup_seconds}
             if self._weights_source is None:
                 msg["weights_out"] = str(self._weights)
@@ -362,7 +365,7 @@ def run_workload_group(
     options: RunOptions = RunOptions(),
     *,
     reference: TrialSpec | None = None,
-    start_worker: Callable[[TrialSpec], Worker] = start_process_worker,
+    start_worker: Callable[[TrialSpec], Worker] | None = None,
     on_event: Event | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
 ) -> list[TrialResult]:

@@ -26,6 +26,37 @@ def installed_backends(snapshot: EnvSnapshot) -> list[str]:
             if any(snapshot.has(d) for d in dists)]
 
 
+def check_device(device: str, snapshot: EnvSnapshot) -> None:
+    """Refuse a device this machine does not have (the one rule for every entry point).
+
+    Raises:
+        SpecError: a malformed device, or one this machine lacks, listing those it has.
+    """
+    TrialSpec("x", backend="torch", device=device)  # validates the device's form
+    here = machine_devices(snapshot)
+    if device not in here:
+        raise SpecError(f"this machine has no device {device!r}",
+                        fix=f"use one of: {', '.join(here)} (see `devicebench doctor`)")
+
+
+def validate_spec(spec: TrialSpec, snapshot: EnvSnapshot) -> None:
+    """Refuse a trial this machine cannot run as written: its device is missing, its
+    backend is not installed (a pair that never goes together, jax on mps, is refused
+    by :class:`TrialSpec` itself).
+    ``run``, ``advise`` (its baseline) and the Python API all call this; ``run`` alone
+    turns a missing backend into a skip note, through :func:`plan_trials`.
+
+    Raises:
+        SpecError: one line naming the value and what this machine has.
+    """
+    check_device(spec.device, snapshot)
+    have = installed_backends(snapshot)
+    if spec.backend not in have:
+        raise SpecError(f"backend {spec.backend!r} is not installed",
+                        fix=f"pip install 'devicebench[{spec.backend}]', or use one of: "
+                            f"{', '.join(have) or 'none installed'}")
+
+
 @dataclass
 class Plan:
     specs: list[TrialSpec]
@@ -66,10 +97,7 @@ def plan_trials(
                          f"(pip install 'devicebench[{b}]')")
     here = machine_devices(snapshot)
     for d in devices or []:
-        TrialSpec("x", backend="torch", device=d)  # validates the device's form
-        if d not in here:
-            raise SpecError(f"this machine has no device {d!r}",
-                            fix=f"use one of: {', '.join(here)} (see `devicebench doctor`)")
+        check_device(d, snapshot)
     specs: list[TrialSpec] = []
     for combo in itertools.product(
         workloads, usable, devices or [d for d in here if d != "mps"],

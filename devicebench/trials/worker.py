@@ -1,6 +1,6 @@
 """Trial worker: ``python -m devicebench.trials.worker CMD_FD RESULT_FD``.
 
-Started by :class:`devicebench.trials.launcher.WorkerProcess` with the trial's
+Started by :class:`devicebench.launch.WorkerProcess` with the trial's
 environment already set (backend, device visibility, threads). It reads JSON-line
 commands from CMD_FD and answers on RESULT_FD — never stdout, which workloads may use.
 
@@ -14,7 +14,6 @@ The same :class:`TrialSession` runs inline in tests.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 import resource
@@ -25,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from devicebench.errors import exception_line, strip_ansi
+from devicebench.launch.child import Channel, die_with_parent
 from devicebench.measure.stats import settled
 from devicebench.trials.spec import TrialSpec
 
@@ -82,7 +83,6 @@ class TrialSession:
 
     def setup(self, weights_in: str | None = None, weights_out: str | None = None,
               equivalence_steps: int = 50, equivalence_seconds: float | None = None,
-              memory_limit_bytes: int | None = None,
               max_warmup_seconds: float = 60.0,
               screen_step_seconds: float | None = None) -> dict[str, Any]:
         """Build, compile, run the equivalence steps, and estimate the step time.
@@ -97,8 +97,6 @@ class TrialSession:
         import_seconds = self.prepare()["import_seconds"]
         import keras
 
-        if memory_limit_bytes:
-            self._limit_memory(memory_limit_bytes)
         from devicebench.workloads.loader import load_workload
 
         t1 = time.perf_counter()
@@ -254,12 +252,6 @@ class TrialSession:
         except (ImportError, AttributeError, StopIteration, TypeError, ValueError):
             return None
 
-    def _limit_memory(self, limit: int) -> None:
-        import psutil
-
-        vms = psutil.Process().memory_info().vms
-        resource.setrlimit(resource.RLIMIT_AS, (vms + limit, vms + limit))
-
     def _plan_blocks(self, whole_epochs: bool) -> None:
         """Cut timed blocks: whole epochs over the real data (exactly what ``fit`` does
         for the user: shuffling, the last partial batch and per-epoch overhead included),
@@ -373,26 +365,6 @@ class TrialSession:
         }
 
 
-class Channel:
-    """JSON lines over the two dedicated pipes."""
-
-    def __init__(self, cmd_fd: int, res_fd: int) -> None:
-        self._in = os.fdopen(cmd_fd, "r", encoding="utf-8")
-        self._out = os.fdopen(res_fd, "w", encoding="utf-8", buffering=1)
-        self.pending: dict[str, Any] | None = None
-
-    def recv(self) -> dict[str, Any] | None:
-        if self.pending is not None:
-            msg, self.pending = self.pending, None
-            return msg
-        line = self._in.readline()
-        return json.loads(line) if line else None
-
-    def send(self, reply: dict[str, Any]) -> None:
-        self._out.write(json.dumps(reply, default=float) + "\n")
-        self._out.flush()
-
-
 def _failure(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, MemoryError):
         status = "oom"
@@ -400,11 +372,14 @@ def _failure(exc: BaseException) -> dict[str, Any]:
         status = "nan"
     else:
         status = "oom" if "out of memory" in str(exc).lower() else "error"
-    return {"ok": False, "status": status, "error": f"{type(exc).__name__}: {exc}",
-            "traceback": traceback.format_exc()[-2000:]}
+    # The line naming the cause (not Keras' "Exception encountered when calling ..."),
+    # and the whole text without colour codes.
+    return {"ok": False, "status": status, "error": exception_line(exc),
+            "traceback": strip_ansi(traceback.format_exc())[-2000:]}
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()
     channel = Channel(int(argv[0]), int(argv[1]))
     session: TrialSession | None = None
     while (msg := channel.recv()) is not None:
@@ -421,7 +396,7 @@ def main(argv: list[str]) -> int:
                     channel.send({"ok": True, **session.prepare()})
                     continue
                 opts = {k: msg[k] for k in ("weights_in", "weights_out", "equivalence_steps",
-                                            "equivalence_seconds", "memory_limit_bytes",
+                                            "equivalence_seconds",
                                             "max_warmup_seconds", "screen_step_seconds")
                         if k in msg}
                 channel.send({"ok": True, **session.setup(**opts)})

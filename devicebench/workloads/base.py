@@ -71,3 +71,37 @@ class Workload:
         if self.flops_per_sample is None:
             return None
         return self.flops_per_sample * (batch_size or self.batch_size)
+
+
+def _leaves(value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return [(f"[{k!r}]", v) for k, v in value.items()]
+    if isinstance(value, list | tuple):
+        return [(f"[{i}]", v) for i, v in enumerate(value)]
+    return [("", value)]
+
+
+def data_problem(data: TrainData) -> tuple[str, str] | None:
+    """``(what, fix)`` for training data no trial should run on, else None.
+
+    Checked once, before any trial: a dtype that is not numeric, and NaN or Inf values
+    in x or y (TensorFlow trains on them and reports a finite loss, JAX reports NaN —
+    either way the comparison would be about the data, not the device).
+    """
+    for name, value in (("x", data.x), ("y", data.y)):
+        for suffix, leaf in _leaves(value):
+            arr = np.asarray(leaf)
+            label = name + suffix
+            if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+                return (f"its training data {label} has dtype {arr.dtype}, not a number type",
+                        f"convert {label} to float32 (or int32 labels), e.g. "
+                        f"{label}.astype('float32')")
+            if np.issubdtype(arr.dtype, np.inexact):
+                bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+                if bad:
+                    nan = int(np.count_nonzero(np.isnan(arr)))
+                    return (f"its training data {label} has {nan} NaN and {bad - nan} Inf "
+                            f"values (of {arr.size}): the model would train on them",
+                            f"clean {label} first, e.g. drop the rows with "
+                            f"~np.isfinite({label}).any(axis=1), or np.nan_to_num({label})")
+    return None

@@ -44,6 +44,10 @@ def validate_workload_ref(ref: str) -> None:
         get_workload(ref)  # raises SpecError listing the built-in names
         return
     target, func = _split(ref)
+    if not target.endswith(".py") and Path(target).is_file():
+        raise SpecError(f"workload file {target} is not a Python file",
+                        fix="point at a .py file: path/to/file.py:function "
+                            "(or a saved model: model.keras)")
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
@@ -95,25 +99,31 @@ def load_workload(ref: str) -> Workload:
     return workload
 
 
-def check_workload_runs(ref: str, backend: str, timeout: float = 180.0) -> None:
+def check_workload_runs(ref: str, backend: str, timeout: float = 180.0, *,
+                        fit: bool = True) -> None:
     """Load a user workload in a throwaway worker and check its type and data.
 
-    Built-in workloads are known good and skipped. Raises SpecError (one line, exit 2)
-    for a function returning the wrong thing or data that does not fit the model.
+    Built-in workloads are known good and skipped. ``run``, ``advise`` and the Python
+    API call this once per user workload, before any trial; ``fit=False`` (``run``)
+    stops after the data checks, leaving a model that fails to build to the trials.
+
+    Raises:
+        SpecError: (one line, exit 2) a function that does not load or returns the wrong
+            thing; data with NaN, Inf or a non-numeric dtype; data that does not fit
+            the model.
     """
     import os
 
-    from devicebench.trials.launcher import run_worker
+    from devicebench.launch import run_worker, worker_env
 
     if is_builtin(ref):
         return
-    env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="",
-               JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2")
-    out = run_worker("devicebench.workloads.check_worker", [ref], timeout=timeout, env=env)
+    env = worker_env(backend, "cpu", base=dict(os.environ))
+    args = [ref] if fit else [ref, "--no-fit"]
+    out = run_worker("devicebench.workloads.check_worker", args, timeout=timeout, env=env)
     if out.result is None:
         raise SpecError(f"workload {ref} could not be loaded: {out.describe()}",
                         fix="run its function by hand to see the error")
     if not out.result.get("ok"):
         raise SpecError(f"workload {ref}: {out.result.get('what')}",
-                        fix="return devicebench.workloads.base.Workload(...) whose "
-                            "make_data() arrays match build_model()'s input and output")
+                        fix=out.result.get("fix") or "run its function by hand to see why")

@@ -75,8 +75,9 @@ def test_faults_are_recorded_and_other_trials_survive(tmp_path):
     db = tmp_path / "f.db"
     names = ["tiny", "raises", "aborts", "hangs", "allocates", "produces_nan", "tiny2"]
     res = run_cli("run", *[f"{W}:{n}" for n in names], "--backend", "jax", *FAST,
-                  "--timeout", "25", "--memory-limit", "4096", "--db", str(db))
-    assert res.returncode == 0, res.stderr[-3000:]
+                  "--timeout", "25", "--memory-limit", "1500", "--db", str(db))
+    assert res.returncode == 1, res.stderr[-3000:]  # some trials failed
+    assert "5 of 7 trials did not end ok" in res.stderr
     assert _trials(db) == {
         "tiny": "ok", "raises": "error", "aborts": "crashed", "hangs": "timeout",
         "allocates": "oom", "produces_nan": "nan", "tiny2": "ok",

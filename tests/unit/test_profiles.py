@@ -25,11 +25,11 @@ from devicebench.advisor.budget import SearchBudget, step_lower_bound
 from devicebench.advisor.figures import DeviceFigures
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import InputError
+from devicebench.launch.worker import WorkerFailure
 from devicebench.profiles import MachineProfile, load_profile
 from devicebench.profiles.profile import PROFILES_DIR
 from devicebench.profiles.replay import ReplayWorker, VirtualClock, replay_advise, replay_launcher
 from devicebench.profiles.shipped import build_all
-from devicebench.trials.launcher import WorkerFailure
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import compare

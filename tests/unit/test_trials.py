@@ -7,10 +7,9 @@ import pytest
 from devicebench.advisor.equivalence import compare_losses
 from devicebench.env.snapshot import EnvSnapshot, HostInfo, NvidiaGpu, NvidiaSmi
 from devicebench.errors import SpecError
+from devicebench.launch import WorkerFailure, worker_env
 from devicebench.measure.stats import paired_ratio, settled, summarize
 from devicebench.trials.engine import RunOptions, default_reference, run_workload_group
-from devicebench.trials.environment import worker_env
-from devicebench.trials.launcher import WorkerFailure
 from devicebench.trials.plan import machine_devices, plan_trials
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -67,11 +66,11 @@ def test_process_key_separates_process_global_settings():
 
 
 def test_worker_env_is_set_before_import():
-    env = worker_env(TrialSpec("seed-rnn", backend="jax", threads=1), base={})
+    env = worker_env("jax", "cpu", 1, base={})
     assert env["KERAS_BACKEND"] == "jax"
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["JAX_PLATFORMS"] == "cpu"
     assert env["OMP_NUM_THREADS"] == "1"
-    gpu = worker_env(TrialSpec("seed-rnn", device="gpu:1"), base={})
+    gpu = worker_env("tensorflow", "gpu:1", base={})
     assert gpu["CUDA_VISIBLE_DEVICES"] == "1"
     assert gpu["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     assert gpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"

@@ -1,0 +1,62 @@
+"""What every launcher shares: how a process ended, killing its group, output tails."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+TAIL_CHARS = 4000
+
+
+def signal_name(returncode: int | None) -> str:
+    """``SIGSEGV`` for a process killed by signal 11 (return code -11); "" otherwise."""
+    if returncode is None or returncode >= 0:
+        return ""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def exit_status(returncode: int | None) -> tuple[str, str]:
+    """``(status, signal name)`` for a process that ended by itself with ``returncode``.
+
+    The one mapping from signals to statuses: killed by a signal is ``crashed``, except
+    SIGKILL, which we did not send (our own kills are recorded as ``timeout`` or ``oom``
+    by whoever sent them): the kernel's OOM killer is its usual sender, so ``oom``.
+    Exit 0 is ``ok``, any other exit code ``error``.
+    """
+    name = signal_name(returncode)
+    if name:
+        return ("oom" if name == "SIGKILL" else "crashed"), name
+    return ("ok" if returncode == 0 else "error"), ""
+
+
+def tail(path: Path, chars: int = TAIL_CHARS) -> str:
+    """The last ``chars`` characters of a file ("" if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - chars))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's process group, SIGKILL it 2 s later if it is still there."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
