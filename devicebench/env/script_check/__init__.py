@@ -1,0 +1,74 @@
+"""Static check of a user's training script: parsed with ``ast``, never imported or run.
+
+Each pitfall becomes a :class:`~devicebench.env.finding.Finding` whose ``location`` is
+``"path:line"``. The rules are heuristics over the syntax tree: they resolve import
+aliases (``import tensorflow as tf``, ``from tensorflow import keras``) and follow calls
+to functions defined in the same file, but know nothing about runtime values or types.
+
+Layout: :mod:`.ast_tools` (shared helpers, the rule registry), one module per family of
+rules (:mod:`.keras_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`), each rule one
+function with its message beside it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from devicebench.env.finding import Finding
+from devicebench.env.script_check import keras_rules, tf_rules, timing_rules
+from devicebench.env.script_check.ast_tools import RULES, Context
+from devicebench.env.script_check.source import read_text
+from devicebench.env.snapshot import EnvSnapshot
+from devicebench.errors import InputError
+
+__all__ = ["RULES", "check_script", "check_source"]
+_RULE_MODULES = (keras_rules, timing_rules, tf_rules)  # importing them registers the rules
+
+
+def check_script(path: str | Path, snapshot: EnvSnapshot | None = None) -> list[Finding]:
+    """Read a training script (never run it) and report its device and speed pitfalls.
+
+    Args:
+        path: the ``.py`` file to read.
+        snapshot: the environment it will run in; tailors severities and fixes (e.g.
+            "mixed_float16 on this CPU-only machine"). ``None``: assume Keras 3, no facts.
+
+    Returns:
+        Findings sorted by line, each with ``location="path:line"``.
+
+    Raises:
+        InputError: the file is missing, a directory, unreadable, not text, or does not parse.
+
+    Example:
+        >>> [f.id for f in check_script("train.py")]  # doctest: +SKIP
+        ['script.input-shape', 'script.legacy-optimizer']
+    """
+    return check_source(read_text(path), filename=str(Path(path)), snapshot=snapshot)
+
+
+def check_source(source: str, filename: str = "<script>",
+                 snapshot: EnvSnapshot | None = None) -> list[Finding]:
+    """Check Python source text: :func:`check_script` without the file handling.
+
+    Raises:
+        InputError: the source does not parse (the message names ``filename`` and the line).
+
+    Example:
+        >>> check_source("model.compile(run_eagerly=True)")[0].id
+        'script.run-eagerly'
+    """
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        raise InputError(f"script {filename} does not parse: line {exc.lineno}: {exc.msg}",
+                         why="devicebench reads the script with Python's parser (never runs it)",
+                         fix=f"fix the syntax at {filename}:{exc.lineno} "
+                             f"(`python -m py_compile {filename}` shows it)") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise InputError(f"script {filename} cannot be parsed: {exc}",
+                         fix="pass a plain-text Python training script") from None
+    ctx = Context(tree, source.splitlines(), filename, snapshot)
+    for r in RULES.values():
+        r.check(ctx)
+    return ctx.findings()

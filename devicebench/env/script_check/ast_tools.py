@@ -1,0 +1,313 @@
+"""Shared AST helpers for the script rules: name resolution, scoped walks, the rule registry.
+
+A rule is one function ``rule(ctx)`` registered with :func:`rule`, which also holds the
+rule's message (title, why, fix, source). Rules report through :meth:`Context.add`; they
+never import a framework.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from devicebench.env.finding import Finding, Severity
+from devicebench.env.snapshot import EnvSnapshot
+
+DEFAULT_ALIASES = {"tf": "tensorflow", "np": "numpy", "jnp": "jax.numpy"}
+KERAS_PREFIXES = ("tensorflow.keras.", "tensorflow.python.keras.", "keras.src.", "keras.api.",
+                  "keras.", "tf_keras.")
+TENSOR_ROOTS = ("tensorflow.", "jax.", "torch.")
+CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
+          "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"}
+SYNC_METHODS = {"numpy", "item", "tolist", "block_until_ready", "synchronize", "cpu"}
+SYNC_FUNCS = {"torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize",
+              "jax.block_until_ready", "jax.device_get", "numpy.asarray", "numpy.array", "float",
+              "sync", "synchronize", "block_until_ready"}
+STEP_NAMES = {"apply_gradients", "backward", "step", "minimize", "GradientTape"}
+SMALL_CREATORS = {"constant", "Variable", "convert_to_tensor"}
+SHAPE_CREATORS = {"ones", "zeros", "fill", "random.normal", "random.uniform"}
+SMALL_ELEMENTS = 4096
+TF_NO_INIT = ("config.", "random.set_seed", "debugging.set_log_device_placement", "get_logger",
+              "function", "autograph.", "device")
+KERAS_NO_INIT = ("mixed_precision.", "config.", "datasets.", "utils.set_random_seed")
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+FuncDef = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class Message:
+    """A rule's text; ``{name}``-style fields are filled in per finding."""
+
+    title: str
+    why: str
+    fix: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One registered rule: the finding id it reports, its text and its function."""
+
+    id: str
+    message: Message
+    check: Callable[[Context], None]
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(fid: str, title: str, why: str, fix: str, source: str = "",
+         ) -> Callable[[Callable[[Context], None]], Callable[[Context], None]]:
+    """Register ``fn(ctx)`` as the rule reporting finding ``fid`` with this message."""
+    def register(fn: Callable[[Context], None]) -> Callable[[Context], None]:
+        RULES[fid] = Rule(fid, Message(title, why, fix, source), fn)
+        return fn
+    return register
+
+
+def dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a Name/Attribute chain, "" otherwise."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def last_name(node: ast.AST) -> str:
+    """The last component of a call's callee: ``opt.step()`` -> ``"step"``."""
+    func = node.func if isinstance(node, ast.Call) else node
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def keras_rel(q: str) -> str | None:
+    """``"tensorflow.keras.layers.Dense"`` -> ``"layers.Dense"``; None if not Keras."""
+    return next((q[len(p):] for p in KERAS_PREFIXES if q.startswith(p)), None)
+
+
+def walk(roots: Iterable[ast.AST], skip: Callable[[ast.AST], bool] | None = None,
+         ) -> Iterator[ast.AST]:
+    """Nodes under ``roots`` in source order, not entering nested defs, classes or lambdas."""
+    def keep(nodes: Iterable[ast.AST]) -> list[ast.AST]:
+        return [n for n in nodes if not isinstance(n, SCOPES) and not (skip and skip(n))]
+
+    stack = keep(reversed(list(roots)))
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(keep(reversed(list(ast.iter_child_nodes(node)))))
+
+
+def skip_in_step(node: ast.AST) -> bool:
+    """Nested loops are checked on their own; ``if step % N == 0:`` syncs only every N steps."""
+    return isinstance(node, LOOPS) or isinstance(node, ast.If) and any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node.test))
+
+
+def outer_loops(stmt: ast.stmt) -> list[ast.stmt]:
+    """The outermost loops in ``stmt`` (itself if it is one), not entering definitions."""
+    if isinstance(stmt, LOOPS):
+        return [stmt]
+    if isinstance(stmt, SCOPES) or not hasattr(stmt, "body"):
+        return []
+    blocks = [stmt.body, getattr(stmt, "orelse", []), getattr(stmt, "finalbody", [])]
+    blocks += [h.body for h in getattr(stmt, "handlers", [])]
+    return [loop for block in blocks for s in block for loop in outer_loops(s)]
+
+
+def blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every statement list (body, orelse, finalbody, handlers) in the tree."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
+def assigned_names(stmts: Iterable[ast.AST]) -> set[str]:
+    """Names bound by assignments among ``stmts`` (including tuple targets)."""
+    names: set[str] = set()
+    for s in stmts:
+        targets: list[ast.AST] = []
+        if isinstance(s, ast.Assign):
+            targets = list(s.targets)
+        elif isinstance(s, ast.AugAssign | ast.AnnAssign) or isinstance(s, ast.NamedExpr):
+            targets = [s.target]
+        names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def elements(value: object) -> int:
+    """Number of scalars in a nested list/tuple literal."""
+    return sum(elements(v) for v in value) if isinstance(value, list | tuple) else 1
+
+
+def number(text: str) -> float | None:
+    """``float(text)`` or None."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def const(node: ast.AST | None) -> object:
+    """The literal value of ``node``, or None when it is not a literal."""
+    if node is None:
+        return None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    """The value of keyword argument ``name`` of ``call``, or None."""
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+class Context:
+    """What every rule sees: the tree, the source lines, import aliases, the snapshot.
+
+    Findings are kept once per (id, line); :meth:`findings` returns them sorted by line.
+    """
+
+    def __init__(self, tree: ast.Module, lines: list[str], filename: str,
+                 snapshot: EnvSnapshot | None,
+                 locate: Callable[[int], str] | None = None) -> None:
+        self.tree, self.lines, self.filename, self.snapshot = tree, lines, filename, snapshot
+        self.locate = locate or (lambda line: f"{filename}:{line}")
+        self.found: dict[tuple[str, int], Finding] = {}
+        self.aliases: dict[str, str] = {}
+        self.funcs: dict[str, FuncDef] = {}
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    local = a.asname or a.name.split(".")[0]
+                    self.aliases[local] = a.name if a.asname else local
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                self.funcs[node.name] = node
+        self.small = {t.id for s in tree.body if isinstance(s, ast.Assign)  # tiny module tensors
+                      and self.is_small_tensor(s.value) for t in s.targets
+                      if isinstance(t, ast.Name)}
+        keras_v = snapshot.version_of("keras") if snapshot else ""
+        self.keras_v, self.keras2 = keras_v, keras_v[:2] in ("1.", "2.")
+
+    # -- reporting ------------------------------------------------------------------
+    def code(self, line: int) -> str:
+        """The stripped source line, shortened to 100 characters."""
+        text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+        return text if len(text) <= 100 else text[:97] + "..."
+
+    def add(self, fid: str, severity: Severity, node: ast.AST, observed: str = "",
+            related: tuple[str, ...] = (), why: str = "", fix: str = "", **fields: str) -> None:
+        """Report rule ``fid`` at ``node``'s line (once per id and line)."""
+        line = getattr(node, "lineno", 0)
+        m = RULES[fid].message
+        title, why0, fix0, source = (t.format(**fields) for t in (m.title, m.why, m.fix,
+                                                                    m.source))
+        seen = f"`{self.code(line)}`" + (f": {observed}" if observed else "")
+        self.found.setdefault((fid, line), Finding(
+            fid, severity, title, observed=seen, why=why or why0, fix=fix or fix0,
+            source=source, location=self.locate(line), related=related))
+
+    def findings(self) -> list[Finding]:
+        """Findings sorted by line, then id."""
+        return [self.found[k] for k in sorted(self.found, key=lambda k: (k[1], k[0]))]
+
+    # -- names ----------------------------------------------------------------------
+    def resolve(self, node: ast.AST) -> str:
+        """The fully qualified name of a Name/Attribute chain after import aliases."""
+        head, _, rest = dotted(node).partition(".")
+        target = self.aliases.get(head) or DEFAULT_ALIASES.get(head, head)
+        return f"{target}.{rest}" if head and rest else target
+
+    def calls(self, roots: Iterable[ast.AST] | None = None) -> Iterator[ast.Call]:
+        """Every call under ``roots`` (default: the whole tree)."""
+        nodes = ast.walk(self.tree) if roots is None else (n for r in roots for n in ast.walk(r))
+        return (n for n in nodes if isinstance(n, ast.Call))
+
+    def uses(self, root: str) -> bool:
+        """Whether the script imports module ``root`` (e.g. "torch", "jax")."""
+        return any(v == root or v.startswith(root + ".") for v in self.aliases.values())
+
+    def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
+        """The nearest ancestor of one of ``kinds``."""
+        cur = self.parents.get(node)
+        while cur is not None and not isinstance(cur, kinds):
+            cur = self.parents.get(cur)
+        return cur
+
+    # -- search ---------------------------------------------------------------------
+    def search(self, roots: Iterable[ast.AST], pred: Callable[[ast.AST], bool],
+               skip: Callable[[ast.AST], bool] | None = None, depth: int = 3,
+               seen: set[str] | None = None) -> ast.AST | None:
+        """First node matching ``pred``, following calls to functions of this file."""
+        seen = set() if seen is None else seen
+        for node in walk(roots, skip):
+            if pred(node):
+                return node
+            if depth and isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                fn = self.funcs.get(node.func.id)
+                if fn is not None and fn.name not in seen:
+                    seen.add(fn.name)
+                    hit = self.search(fn.body, pred, None, depth - 1, seen)
+                    if hit is not None:
+                        return hit
+        return None
+
+    # -- predicates -----------------------------------------------------------------
+    def is_small_tensor(self, node: ast.AST) -> bool:
+        """A TF constant/ones/zeros call with at most 4096 elements."""
+        if not isinstance(node, ast.Call) or not node.args:
+            return False
+        name = self.resolve(node.func).partition("tensorflow.")[2]
+        value = const(node.args[0])
+        if value is None:
+            return False
+        if name in SMALL_CREATORS:
+            return elements(value) <= SMALL_ELEMENTS
+        if name in SHAPE_CREATORS and isinstance(value, list | tuple):
+            total = 1
+            for v in value:
+                total *= v if isinstance(v, int) else SMALL_ELEMENTS + 1
+            return total <= SMALL_ELEMENTS
+        return False
+
+    def is_tensor_op(self, node: ast.AST) -> bool:
+        """A call into TensorFlow, JAX or torch that dispatches device work."""
+        q = self.resolve(node.func) if isinstance(node, ast.Call) else ""
+        return (q.startswith(TENSOR_ROOTS) and q not in SYNC_FUNCS and ".config." not in q
+                and not q.endswith((".device", "devices", "no_grad", "set_seed")))
+
+    def is_sync(self, node: ast.AST) -> bool:
+        """A call that waits for the device (``.numpy()``, ``synchronize()``, ...)."""
+        if not isinstance(node, ast.Call):
+            return False
+        if isinstance(node.func, ast.Attribute) and node.func.attr in SYNC_METHODS:
+            return True
+        q = self.resolve(node.func)
+        return q in SYNC_FUNCS or q.rsplit(".", 1)[-1] in ("synchronize", "block_until_ready")
+
+    def is_step(self, node: ast.AST) -> bool:
+        """A call that looks like one optimisation step."""
+        last = dotted(node.func).rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
+        return last in STEP_NAMES or "train_step" in last or last.endswith("_step")
+
+    def inits_devices(self, node: ast.AST) -> bool:
+        """A TensorFlow/Keras call that initialises TensorFlow's devices."""
+        q = self.resolve(node.func) if isinstance(node, ast.Call) else ""
+        rel = keras_rel(q)
+        if rel is not None:
+            return not rel.startswith(KERAS_NO_INIT)
+        rest = q.partition("tensorflow.")[2] if q.startswith("tensorflow.") else ""
+        return bool(rest) and ("logical_device" in rest or not rest.startswith(TF_NO_INIT))
