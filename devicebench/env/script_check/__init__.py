@@ -6,7 +6,8 @@ aliases (``import tensorflow as tf``, ``from tensorflow import keras``) and foll
 to functions defined in the same file, but know nothing about runtime values or types.
 
 Layout: :mod:`.ast_tools` (shared helpers, the rule registry), one module per family of
-rules (:mod:`.keras_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`), each rule one
+rules (:mod:`.keras_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`,
+:mod:`.jax_rules`, :mod:`.torch_rules`), each rule one
 function with its message beside it.
 """
 
@@ -16,14 +17,21 @@ import ast
 from pathlib import Path
 
 from devicebench.env.finding import Finding
-from devicebench.env.script_check import keras_rules, tf_rules, timing_rules
+from devicebench.env.script_check import (
+    jax_rules,
+    keras_rules,
+    tf_rules,
+    timing_rules,
+    torch_rules,
+)
 from devicebench.env.script_check.ast_tools import RULES, Context
 from devicebench.env.script_check.source import read_text
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 
 __all__ = ["RULES", "check_script", "check_source"]
-_RULE_MODULES = (keras_rules, timing_rules, tf_rules)  # importing them registers the rules
+# importing the rule modules registers their rules
+_RULE_MODULES = (keras_rules, timing_rules, tf_rules, jax_rules, torch_rules)
 
 
 def check_script(path: str | Path, snapshot: EnvSnapshot | None = None) -> list[Finding]:
@@ -44,12 +52,17 @@ def check_script(path: str | Path, snapshot: EnvSnapshot | None = None) -> list[
         >>> [f.id for f in check_script("train.py")]  # doctest: +SKIP
         ['script.input-shape', 'script.legacy-optimizer']
     """
-    return check_source(read_text(path), filename=str(Path(path)), snapshot=snapshot)
+    p = Path(path)
+    return check_source(read_text(p), filename=str(p), snapshot=snapshot, directory=p.parent)
 
 
 def check_source(source: str, filename: str = "<script>",
-                 snapshot: EnvSnapshot | None = None) -> list[Finding]:
+                 snapshot: EnvSnapshot | None = None, *,
+                 directory: Path | None = None) -> list[Finding]:
     """Check Python source text: :func:`check_script` without the file handling.
+
+    ``directory``: where the script's own modules live; imports of them are read too
+    (e.g. a module that touches the GPU at import time).
 
     Raises:
         InputError: the source does not parse (the message names ``filename`` and the line).
@@ -68,7 +81,7 @@ def check_source(source: str, filename: str = "<script>",
     except (ValueError, RecursionError, MemoryError) as exc:
         raise InputError(f"script {filename} cannot be parsed: {exc}",
                          fix="pass a plain-text Python training script") from None
-    ctx = Context(tree, source.splitlines(), filename, snapshot)
+    ctx = Context(tree, source.splitlines(), filename, snapshot, directory=directory)
     for r in RULES.values():
         r.check(ctx)
     return ctx.findings()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from devicebench.env.finding import Finding, Severity
 from devicebench.env.snapshot import EnvSnapshot
@@ -82,6 +83,13 @@ def last_name(node: ast.AST) -> str:
     if isinstance(func, ast.Attribute):
         return func.attr
     return func.id if isinstance(func, ast.Name) else ""
+
+
+def root_name(node: ast.AST) -> str:
+    """The variable at the root of ``a.b(c).d[0]`` ("a"), "" if there is none."""
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def keras_rel(q: str) -> str | None:
@@ -177,13 +185,17 @@ class Context:
 
     def __init__(self, tree: ast.Module, lines: list[str], filename: str,
                  snapshot: EnvSnapshot | None,
-                 locate: Callable[[int], str] | None = None) -> None:
+                 locate: Callable[[int], str] | None = None,
+                 directory: Path | None = None) -> None:
         self.tree, self.lines, self.filename, self.snapshot = tree, lines, filename, snapshot
+        self.directory = directory
         self.locate = locate or (lambda line: f"{filename}:{line}")
         self.found: dict[tuple[str, int], Finding] = {}
         self.aliases: dict[str, str] = {}
         self.funcs: dict[str, FuncDef] = {}
         self.parents: dict[ast.AST, ast.AST] = {}
+        self.assigns: dict[str, list[ast.expr]] = {}  # name -> values assigned to it
+        self.classes: dict[str, ast.ClassDef] = {}
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
@@ -196,11 +208,96 @@ class Context:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 self.funcs[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                self.classes[node.name] = node
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            self.assigns.setdefault(n.id, []).append(node.value)
         self.small = {t.id for s in tree.body if isinstance(s, ast.Assign)  # tiny module tensors
                       and self.is_small_tensor(s.value) for t in s.targets
                       if isinstance(t, ast.Name)}
         keras_v = snapshot.version_of("keras") if snapshot else ""
         self.keras_v, self.keras2 = keras_v, keras_v[:2] in ("1.", "2.")
+        self.compiled = self._compiled()
+        self.models = self._models()
+
+    def _compiled(self) -> dict[str, str]:
+        """Names of compiled callables -> "jax" / "tf" / "torch"."""
+        found: dict[str, str] = {}
+        for fn in self.funcs.values():
+            for dec in fn.decorator_list:
+                kind = self.compiler(dec)
+                if kind:
+                    found[fn.name] = kind
+        for name, values in self.assigns.items():
+            for v in values:
+                kind = self.compiler(v.func) if isinstance(v, ast.Call) else ""
+                if kind and v.args:
+                    found[name] = kind
+        return found
+
+    def compiler(self, node: ast.AST) -> str:
+        """"jax"/"tf"/"torch" when ``node`` names (or calls) jax.jit, tf.function, ..."""
+        if isinstance(node, ast.Call):
+            if last_name(node) == "partial" and node.args:
+                return self.compiler(node.args[0])
+            node = node.func
+        q = self.resolve(node)
+        if q in ("jax.jit", "jax.pmap", "equinox.filter_jit", "flax.linen.jit") or (
+                q == "jit" or q.endswith(".jit")) and self.uses("jax"):
+            return "jax"
+        if q in ("tensorflow.function", "tensorflow.compat.v1.function"):
+            return "tf"
+        if q in ("torch.compile", "torch.jit.script", "torch.jit.trace"):
+            return "torch"
+        return ""
+
+    def _models(self) -> set[str]:
+        """Names bound to model objects (nn.Module / keras.Model instances, compiled fns)."""
+        module_classes = {c.name for c in self.classes.values() if any(
+            last_name(b) in ("Module", "Model", "Layer", "Sequential") for b in c.bases)}
+        names: set[str] = set(self.compiled)
+        for _ in range(2):  # model = Net(); model = model.to(device)
+            for name, values in self.assigns.items():
+                for v in values:
+                    call, moved = v, False
+                    while (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                           and call.func.attr in ("to", "cuda", "eval", "train", "half",
+                                                  "float", "double")):
+                        call, moved = call.func.value, moved or call.func.attr in ("to", "cuda")
+                    if isinstance(call, ast.Name) and call.id in names:
+                        names.add(name)
+                    elif moved and isinstance(call, ast.Call) and last_name(call)[:1].isupper():
+                        names.add(name)  # Net().cuda(): an instance of some model class
+                    elif isinstance(call, ast.Call):
+                        q = self.resolve(call.func)
+                        rel = keras_rel(q) or ""
+                        if (isinstance(call.func, ast.Name) and call.func.id in module_classes
+                                or q.startswith("torch.nn.") and last_name(call)[:1].isupper()
+                                or q.startswith("torchvision.models.")
+                                or rel.startswith(("Sequential", "Model", "models.",
+                                                   "applications."))):
+                            names.add(name)
+        return names
+
+    def is_compiled_scope(self, node: ast.AST) -> bool:
+        """Whether ``node`` sits inside a jitted / tf.function / Keras train_step function."""
+        cur = self.parents.get(node)
+        while cur is not None:
+            if isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                    cur.name in self.compiled or cur.name in ("train_step", "test_step")
+                    and isinstance(self.parents.get(cur), ast.ClassDef)):
+                return True
+            cur = self.parents.get(cur)
+        return False
+
+    def value_of(self, name: str) -> ast.expr | None:
+        """The first value assigned to ``name`` in the file, or None."""
+        values = self.assigns.get(name)
+        return values[0] if values else None
 
     # -- reporting ------------------------------------------------------------------
     def code(self, line: int) -> str:
@@ -285,6 +382,9 @@ class Context:
 
     def is_tensor_op(self, node: ast.AST) -> bool:
         """A call into TensorFlow, JAX or torch that dispatches device work."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+                node.func.id in self.models):
+            return True  # calling a model or a compiled function queues device work
         q = self.resolve(node.func) if isinstance(node, ast.Call) else ""
         return (q.startswith(TENSOR_ROOTS) and q not in SYNC_FUNCS and ".config." not in q
                 and not q.endswith((".device", "devices", "no_grad", "set_seed")))
