@@ -606,3 +606,62 @@ def test_tiny_torch_model_on_accelerator() -> None:
 ])
 def test_tiny_model_near_misses(variant: str) -> None:
     assert lines(variant, "script.tiny-model-on-gpu") == []
+
+
+# -- notebooks ----------------------------------------------------------------------
+
+def _notebook(tmp_path: Path, cells: list[tuple[str, str]]) -> Path:
+    import json
+
+    nb = {"cells": [{"cell_type": kind, "metadata": {}, "source": src.splitlines(True),
+                     **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+                    for kind, src in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "train.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def test_notebook_read_cell_by_cell_and_findings_name_the_cell(tmp_path: Path) -> None:
+    from devicebench.env.script_check import inspect_script
+
+    path = _notebook(tmp_path, [
+        ("markdown", "# Train\nSome text"),
+        ("code", "!pip install tensorflow\n%matplotlib inline\nimport tensorflow as tf"),
+        ("code", "%%bash\necho hi"),
+        ("code", "x = 1\nopt = tf.keras.optimizers.legacy.Adam()"),
+        ("code", "model.compile(run_eagerly=True)"),
+    ])
+    report = inspect_script(path)
+    assert report.kind == "notebook" and report.code_cells == 4
+    got = {f.id: f.location for f in report.findings}
+    assert got["script.legacy-optimizer"] == f"{path}:cell 4:2"  # import from cell 2 counts
+    assert got["script.run-eagerly"] == f"{path}:cell 5:1"
+    assert report.to_dict()["findings"] == 2
+
+
+def test_notebook_line_references_name_cells(tmp_path: Path) -> None:
+    path = _notebook(tmp_path, [
+        ("code", "import tensorflow as tf\nx = tf.constant(1.0)"),
+        ("code", "tf.config.experimental.set_memory_growth(gpu, True)"),
+    ])
+    (f,) = [f for f in check_script(path) if f.id == "script.memory-growth-late"]
+    assert f.location.endswith("cell 2:1") and "cell 1 line 2" in f.observed
+
+
+def test_notebook_cell_that_is_not_python_is_skipped_not_fatal(tmp_path: Path) -> None:
+    from devicebench.env.script_check import inspect_script
+
+    path = _notebook(tmp_path, [("code", "def f(:\n  pass"),
+                                ("code", "model.compile(run_eagerly=True)")])
+    report = inspect_script(path)
+    assert report.skipped_cells == (1,) and [f.location for f in report.findings] == [
+        f"{path}:cell 2:1"]
+
+
+def test_broken_notebook_json_is_one_clear_error(tmp_path: Path) -> None:
+    from devicebench.errors import InputError
+
+    path = tmp_path / "nb.ipynb"
+    path.write_text('{"cells": ')
+    with pytest.raises(InputError, match="not valid Jupyter JSON"):
+        check_script(path)

@@ -185,11 +185,11 @@ class Context:
 
     def __init__(self, tree: ast.Module, lines: list[str], filename: str,
                  snapshot: EnvSnapshot | None,
-                 locate: Callable[[int], str] | None = None,
+                 cells: Callable[[int], tuple[int, int]] | None = None,
                  directory: Path | None = None) -> None:
         self.tree, self.lines, self.filename, self.snapshot = tree, lines, filename, snapshot
         self.directory = directory
-        self.locate = locate or (lambda line: f"{filename}:{line}")
+        self.cells = cells  # notebook: source line -> (cell number, line in the cell)
         self.found: dict[tuple[str, int], Finding] = {}
         self.aliases: dict[str, str] = {}
         self.funcs: dict[str, FuncDef] = {}
@@ -300,6 +300,20 @@ class Context:
         return values[0] if values else None
 
     # -- reporting ------------------------------------------------------------------
+    def line(self, line: int) -> str:
+        """How a message names a line: "line 12", or "cell 3 line 4" in a notebook."""
+        if self.cells is None:
+            return f"line {line}"
+        cell, row = self.cells(line)
+        return f"cell {cell} line {row}"
+
+    def locate(self, line: int) -> str:
+        """A finding's location: "path:line", or "path:cell 3:4" in a notebook."""
+        if self.cells is None:
+            return f"{self.filename}:{line}"
+        cell, row = self.cells(line)
+        return f"{self.filename}:cell {cell}:{row}"
+
     def code(self, line: int) -> str:
         """The stripped source line, shortened to 100 characters."""
         text = self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""

@@ -61,8 +61,8 @@ def grad_outside_jit(ctx: Context) -> None:
             grad = call.func.id
         else:
             continue
-        where = f" (in `{via}`, called from the loop at line {loop.lineno})" if via else (
-            f" in the loop at line {loop.lineno}")
+        where = f" (in `{via}`, called from the loop at {ctx.line(loop.lineno)})" if via else (
+            f" in the loop at {ctx.line(loop.lineno)}")
         ctx.add("script.jax-grad-outside-jit", "warning", call,
                 f"runs un-jitted on every iteration{where}", grad=grad)
 
@@ -85,8 +85,8 @@ def update_outside_jit(ctx: Context) -> None:
                 last_name(call) == "update" and recv.split(".")[0] in optimizers) or (
                 last_name(call) == "apply_gradients" and any(k.arg == "grads"
                                                              for k in call.keywords)):
-            where = f" (in `{via}`, called from the loop at line {loop.lineno})" if via else (
-                f" in the loop at line {loop.lineno}")
+            where = f" (in `{via}`, called from the loop at {ctx.line(loop.lineno)})" if via else (
+                f" in the loop at {ctx.line(loop.lineno)}")
             ctx.add("script.jax-update-outside-jit", "warning", call,
                     f"runs un-jitted on every iteration{where}",
                     api=ast.unparse(call.func))

@@ -232,7 +232,7 @@ def softmax_one_unit(ctx: Context) -> None:
       "`from_logits=True` tells the loss to apply {act} itself: with a {act} output layer it "
       "is applied twice, the loss sees squashed values, gradients shrink and training "
       "converges slower or stalls",
-      "drop `activation=\"{act}\"` from the output layer (line {line}) and keep "
+      "drop `activation=\"{act}\"` from the output layer ({line}) and keep "
       "`from_logits=True` (numerically safer), or keep the activation and set "
       "`from_logits=False`")
 def from_logits_softmax(ctx: Context) -> None:
@@ -245,8 +245,8 @@ def from_logits_softmax(ctx: Context) -> None:
             out = outs[0]
             act = _activation(out)
             ctx.add("script.from-logits-softmax", "warning", call,
-                    f"the output layer `{ctx.code(out.lineno)}` (line {out.lineno}) applies "
-                    f"{act}", act=act, line=str(out.lineno))
+                    f"the output layer `{ctx.code(out.lineno)}` ({ctx.line(out.lineno)}) applies "
+                    f"{act}", act=act, line=ctx.line(out.lineno))
 
 
 _DATASETS = ("Dataset", "dataset", "from_directory", "flow", "batch", "generator", "Sequence")

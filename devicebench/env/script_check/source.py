@@ -1,9 +1,12 @@
-"""Reading a script from disk: bytes -> text, with one clear error per bad input."""
+"""Reading a script or a notebook from disk, with one clear error per bad input."""
 
 from __future__ import annotations
 
+import ast
 import io
+import json
 import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 
 from devicebench.errors import InputError
@@ -37,3 +40,82 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"script {p} is not readable as Python source text ({exc})",
                          why="Python source must be UTF-8 or declare its encoding",
                          fix="save it as UTF-8") from None
+
+
+_PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun", "%%memit")
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A notebook's code cells joined into one Python source, with the way back to cells.
+
+    Attributes:
+        source: the code cells, IPython magics and shell lines blanked to ``pass``.
+        origin: for each source line (index 0 = line 1), its (cell number, line in cell);
+            cells are numbered from 1 over all cells, markdown included, as shown in the file.
+        code_cells: how many code cells were read.
+        skipped: numbers of the cells that do not parse as Python (left out).
+    """
+
+    source: str
+    origin: list[tuple[int, int]]
+    code_cells: int
+    skipped: tuple[int, ...]
+
+    def cell_of(self, line: int) -> tuple[int, int]:
+        """(cell number, line within the cell) of a line of :attr:`source`."""
+        return self.origin[line - 1] if 0 < line <= len(self.origin) else (0, line)
+
+
+def _unmagic(lines: list[str]) -> list[str]:
+    """IPython-only lines (``%magic``, ``!shell``, ``x = !cmd``, ``obj?``) -> ``pass``."""
+    if lines and lines[0].lstrip().startswith("%%"):
+        if not lines[0].strip().startswith(_PYTHON_CELL_MAGICS):
+            return ["pass"] * len(lines)  # %%bash, %%writefile, ...: not Python
+        lines = ["pass", *lines[1:]]
+    out = []
+    for ln in lines:
+        body = ln.lstrip()
+        indent = ln[:len(ln) - len(body)]
+        if body.startswith(("%", "!")) or body.rstrip().endswith("?") and not body.startswith("#"):
+            out.append(indent + "pass")
+        elif "= !" in body or "= %" in body:
+            out.append(indent + body.split("=", 1)[0].rstrip() + " = None")
+        else:
+            out.append(ln)
+    return out
+
+
+def read_notebook(path: str | Path) -> Notebook:
+    """The code cells of a Jupyter notebook as one source text.
+
+    Raises:
+        InputError: the file is not a readable notebook (JSON with a list of cells).
+    """
+    p = Path(path)
+    text = read_text(p)
+    try:
+        cells = json.loads(text)["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"notebook {p} is not valid Jupyter JSON ({exc})",
+                         fix="pass an .ipynb saved by Jupyter, or the .py script") from None
+    parts: list[str] = []
+    origin: list[tuple[int, int]] = []
+    code, skipped = 0, []
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else str(src)
+        lines = _unmagic(src.splitlines())
+        code += 1
+        try:
+            ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError):
+            skipped.append(number)
+            continue
+        parts.extend(lines)
+        origin.extend((number, row) for row in range(1, len(lines) + 1))
+    return Notebook("\n".join(parts) + "\n", origin, code, tuple(skipped))

@@ -58,8 +58,8 @@ def memory_growth_late(ctx: Context) -> None:
             if ctx.resolve(call.func).endswith("set_memory_growth"):
                 if first is not None:
                     ctx.add("script.memory-growth-late", "error", call,
-                            f"comes after `{ctx.code(first.lineno)}` (line "
-                            f"{first.lineno}), which initialises the devices"
+                            f"comes after `{ctx.code(first.lineno)}` "
+                            f"({ctx.line(first.lineno)}), which initialises the devices"
                             + (imported[1] if imported and first is imported[0] else ""))
             elif first is None and ctx.search([call], ctx.inits_devices) is not None:
                 first = call
@@ -112,7 +112,7 @@ def eager_custom_loop(ctx: Context) -> None:
             continue
         where = fn if fn is not None else with_node
         above = ctx.code(where.lineno - 1) if fn is not None else ""
-        seen = f"runs once per iteration of the loop at line {loop.lineno}"
+        seen = f"runs once per iteration of the loop at {ctx.line(loop.lineno)}"
         if above.startswith("#") and "tf.function" in above:
             seen += f"; the decorator above it is commented out (`{above}`)"
         name = fn.name if fn is not None else "train_step"
@@ -136,7 +136,7 @@ def gradient_in_tape(ctx: Context) -> None:
             if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                     and n.func.attr == "gradient" and dotted(n.func.value) == name):
                 ctx.add("script.gradient-in-tape", "warning", n,
-                        f"inside `with` at line {with_node.lineno}", tape=name)
+                        f"inside `with` at {ctx.line(with_node.lineno)}", tape=name)
 
 
 _EVAL = ("eval", "test", "valid", "val_", "predict", "infer", "inference")
@@ -190,5 +190,5 @@ def device_scope_loop(ctx: Context) -> None:
                 and last_name(n) == "fit"), None)
             if loop is not None:
                 ctx.add("script.device-scope-loop", "info", node,
-                        f"the scope holds `{ctx.code(loop.lineno)}` (line {loop.lineno})",
+                        f"the scope holds `{ctx.code(loop.lineno)}` ({ctx.line(loop.lineno)})",
                         dev=str(c.args[0].value))

@@ -52,7 +52,7 @@ def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
         region = stmts[a + 1:b]
         if not region or ctx.search(region, ctx.is_sync) is not None:
             continue
-        between = f"between lines {stmts[a].lineno} and {stmts[b].lineno}"
+        between = f"between {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}"
         loops = [lp for s in region for lp in outer_loops(s)]
         for loop in loops:
             for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
@@ -60,7 +60,7 @@ def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
                 if op is not None:
                     via = "" if op is call else f"`{ast.unparse(call)}`, which runs "
                     _timing(ctx, loop, op, f"the loop timed {between} calls {via}"
-                            f"`{ctx.code(op.lineno)}` (line {op.lineno}) and never waits "
+                            f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) and never waits "
                             "for the device")
                     break
         if loops:
@@ -121,7 +121,7 @@ def compile_in_timing(ctx: Context) -> None:
                             "torch": "`torch.cuda.synchronize()`"}[kind]
                     ctx.add("script.compile-in-timing", "warning", n,
                             f"`{n.func.id}` is first called here, between the clock readings "
-                            f"at lines {stmts[a].lineno} and {stmts[b].lineno}",
+                            f"at {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}",
                             how=how, name=n.func.id, sync=sync)
 
 
@@ -170,7 +170,7 @@ def sync_in_step_loop(ctx: Context) -> None:
                     for t in getattr(s, "targets", [getattr(s, "target", None)])
                     for n in ast.walk(t) if isinstance(n, ast.Name)}
         device = _device_names(ctx, direct)
-        seen = f"runs on every step of the training loop at line {node.lineno}"
+        seen = f"runs on every step of the training loop at {ctx.line(node.lineno)}"
         for n in direct:
             f = n.func if isinstance(n, ast.Call) else None
             if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args
@@ -224,5 +224,5 @@ def gpu_tiny_op(ctx: Context) -> None:
                                             for a in walk(n.args))))
             if op is not None:
                 ctx.add("script.gpu-tiny-op", "warning", node,
-                        f"`{ctx.code(op.lineno)}` (line {op.lineno}) works on a tiny constant "
+                        f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) works on a tiny constant "
                         f"under tf.device({c.args[0].value!r})")

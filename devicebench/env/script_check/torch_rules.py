@@ -115,7 +115,7 @@ def per_step_copy(ctx: Context) -> None:
                 if isinstance(loop, ast.For) else set()
             if data.isidentifier() and data not in loop_vars and _whole_data(ctx, data):
                 ctx.add("script.per-step-copy", "warning", n,
-                        f"inside the loop at line {loop.lineno}", data=data)
+                        f"inside the loop at {ctx.line(loop.lineno)}", data=data)
 
 
 _TENSOR_FROM = ("torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
@@ -147,7 +147,7 @@ def list_batches(ctx: Context) -> None:
             arg = n.args[0]
             if isinstance(arg, ast.ListComp) or isinstance(arg, ast.Name) and arg.id in built:
                 ctx.add("script.list-batches", "warning", n,
-                        f"inside the training loop at line {loop.lineno}")
+                        f"inside the training loop at {ctx.line(loop.lineno)}")
 
 
 def _params(ctx: Context, call: ast.Call) -> int | None:
