@@ -95,7 +95,8 @@ def _loop_calling(ctx: Context, fn: str) -> ast.AST | None:
       "(~10-25 us each, plus the tape's bookkeeping): small and medium models become "
       "dispatch-bound and run several times slower than `model.fit`, on GPU more so",
       "compile the step: put `@tf.function` (try `@tf.function(jit_compile=True)`) above "
-      "`def {fn}(...)` and keep the Python loop outside it; see "
+      "`def {fn}(...)` (for a tape written in the loop, move the tape, `gradient` and "
+      "`apply_gradients` into such a function) and keep the Python loop outside it; see "
       "https://www.tensorflow.org/guide/function")
 def eager_custom_loop(ctx: Context) -> None:
     if not ctx.uses("tensorflow"):
@@ -106,16 +107,21 @@ def eager_custom_loop(ctx: Context) -> None:
         fn = ctx.enclosing(with_node, (ast.FunctionDef, ast.AsyncFunctionDef))
         if fn is not None and isinstance(ctx.parents.get(fn), ast.ClassDef):
             continue  # a method: Keras compiles train_step overrides; others unknown
-        loop = ctx.enclosing(with_node, LOOPS) if fn is None else (
-            ctx.enclosing(with_node, LOOPS) or _loop_calling(ctx, fn.name))
-        if loop is None:
-            continue
-        where = fn if fn is not None else with_node
-        above = ctx.code(where.lineno - 1) if fn is not None else ""
-        seen = f"runs once per iteration of the loop at {ctx.line(loop.lineno)}"
-        if above.startswith("#") and "tf.function" in above:
-            seen += f"; the decorator above it is commented out (`{above}`)"
-        name = fn.name if fn is not None else "train_step"
+        inner = ctx.enclosing(with_node, LOOPS)
+        if inner is not None and (fn is None or ctx.enclosing(inner, (ast.FunctionDef,
+                                                                     ast.AsyncFunctionDef)) is fn):
+            loop, where, name = inner, with_node, "train_step"  # the loop holds the tape itself
+            seen = (f"the tape's forward and backward pass run eagerly on every iteration of "
+                    f"the loop at {ctx.line(inner.lineno)}")
+        else:
+            loop = _loop_calling(ctx, fn.name) if fn is not None else None
+            if loop is None or fn is None:
+                continue
+            where, name = fn, fn.name
+            seen = f"runs once per iteration of the loop at {ctx.line(loop.lineno)}"
+            above = ctx.code(fn.lineno - 1)
+            if above.startswith("#") and "tf.function" in above:
+                seen += f"; the decorator above it is commented out (`{above}`)"
         ctx.add("script.eager-custom-loop", "warning", where, seen, fn=name)
 
 
