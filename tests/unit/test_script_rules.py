@@ -460,10 +460,10 @@ def test_jax_grad_and_optax_update_outside_jit() -> None:
     assert lines(OPTAX, "script.jax-grad-outside-jit") == [8]
     assert lines(OPTAX, "script.jax-update-outside-jit") == [9, 10]
     assert "@jax.jit" in one(OPTAX, "script.jax-grad-outside-jit").fix
-    # grad of a jitted loss runs compiled (optax#319's example): only the update is named
+    # a jitted loss does not help: grad's linearise/transpose still runs per call outside
+    # jit (jax-ml/jax#1498: 57 s vs 0.75 s per epoch)
     jitted_loss = OPTAX.replace("\n    def loss_fn", "    @jax.jit\n    def loss_fn")
-    assert lines(jitted_loss, "script.jax-grad-outside-jit") == []
-    assert lines(jitted_loss, "script.jax-update-outside-jit") == [9, 10]
+    assert lines(jitted_loss, "script.jax-grad-outside-jit") == [8]
 
 
 def test_jax_step_under_jit_is_clean() -> None:

@@ -56,9 +56,6 @@ def grad_outside_jit(ctx: Context) -> None:
                 if _is_grad_value(ctx, v) and n not in ctx.compiled}
     for call, loop, via in _step_calls(ctx):
         if _is_grad_value(ctx, call.func):  # jax.grad(f)(params, ...)
-            f = call.func.args[0] if call.func.args else None  # type: ignore[attr-defined]
-            if isinstance(f, ast.Name) and f.id in ctx.compiled:
-                continue  # grad of a jitted f runs f's forward and backward compiled
             grad = ctx.resolve(call.func.func)  # type: ignore[attr-defined]
         elif isinstance(call.func, ast.Name) and call.func.id in unjitted:
             grad = call.func.id
