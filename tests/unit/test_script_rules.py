@@ -118,7 +118,7 @@ SMALL_FIT = """\
 
 def test_default_batch_with_small_model() -> None:
     f = one(SMALL_FIT, "script.small-batch-default")
-    assert f.location == "train.py:4" and "batch_size=256" in f.fix and "16 units" in f.observed
+    assert f.location == "train.py:4" and "batch_size=256" in f.fix and "16 unit(s)" in f.observed
 
 
 @pytest.mark.parametrize("variant", [

@@ -254,12 +254,13 @@ _DATASETS = ("Dataset", "dataset", "from_directory", "flow", "batch", "generator
 
 @rule("script.small-batch-default",
       "small model trained with the default batch size (32)",
-      "with {units} units at most, one step of batch 32 is a few microseconds of arithmetic "
+      "with at most {units} unit(s) per layer, one step of batch 32 is a few microseconds of arithmetic "
       "but dozens of op launches: the step is dispatch-bound, the device (GPU or CPU) idles "
       "between launches, and a GPU cannot beat the CPU",
       "pass a larger batch, e.g. `model.fit(..., batch_size=256)` (seed 000's RNN: batch 32 "
       "vs 256 changes the loss reached, so raise the learning rate with it and compare the "
-      "loss); `devicebench run --batch-size 32,256` measures both")
+      "loss); `devicebench run WORKLOAD --batch-size 32,256` measures both (WORKLOAD: "
+      "`seed-rnn`, or your model as `path/to/file.py:function`)")
 def small_batch_default(ctx: Context) -> None:
     sized = [u for c in ctx.calls() if last_name(c) in _SIZED and _is_keras_layer(ctx, c)
              for u in [_units(c)]]
@@ -275,7 +276,7 @@ def small_batch_default(ctx: Context) -> None:
             continue
         gpu = bool(ctx.snapshot and any(fw.gpu_devices for fw in ctx.snapshot.frameworks.values()))
         ctx.add("script.small-batch-default", "warning" if gpu else "info", call,
-                f"largest layer {max(sized)} units, no `batch_size=`",  # type: ignore[type-var]
+                f"largest layer {max(sized)} unit(s), no `batch_size=`",  # type: ignore[type-var]
                 units=str(max(sized)))  # type: ignore[type-var]
 
 
@@ -291,7 +292,7 @@ def _apple_gpu(ctx: Context) -> bool:
       "train this model on the CPU: `with tf.device('/CPU:0'): model.fit(...)` (or "
       "`export CUDA_VISIBLE_DEVICES=''`; on a Mac `pip uninstall tensorflow-metal`), or use "
       "the JAX backend (`export KERAS_BACKEND=jax`; seed 000's RNN: ~0.05-0.09 s/epoch vs "
-      "~1.1-1.6 on TF); compare with `devicebench run --device cpu,gpu`")
+      "~1.1-1.6 on TF); compare with `devicebench run WORKLOAD --device cpu,gpu:0`")
 def rnn_on_gpu(ctx: Context) -> None:
     snap = ctx.snapshot
     gpu = bool(snap and any(fw.gpu_devices for fw in snap.frameworks.values()))
@@ -310,7 +311,7 @@ def rnn_on_gpu(ctx: Context) -> None:
             where = "a GPU" if gpu else "a GPU (if it runs on one)"
             ctx.add("script.rnn-on-gpu", "warning" if gpu else "info", call,
                     f"{units} unit(s)" + (", and this machine has a GPU" if gpu else ""),
-                    where=where, detail=f"with {units} units each timestep is microseconds "
+                    where=where, detail=f"with {units} unit(s) each timestep is microseconds "
                     "of work behind a kernel launch: dispatch-bound, so a GPU is no faster "
                     "(often slower) than the CPU")
 

@@ -180,7 +180,7 @@ def training_true_in_eval(ctx: Context) -> None:
       "drop the scope; check that TensorFlow sees the GPU with "
       "`tf.config.list_physical_devices('GPU')` (or `devicebench doctor`), and compile the "
       "step with `@tf.function` / let `model.fit` do it; to compare devices use "
-      "`devicebench run --device cpu,gpu`")
+      "`devicebench run WORKLOAD --device cpu,gpu:0` (your model as `file.py:function`)")
 def device_scope_loop(ctx: Context) -> None:
     for node in ast.walk(ctx.tree):
         if not isinstance(node, ast.With):

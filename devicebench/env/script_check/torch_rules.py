@@ -184,7 +184,8 @@ _TINY_PARAMS = 100_000
       "each step launches dozens of kernels of a few microseconds of arithmetic each: the "
       "step is bound by launch and Python overhead, the {dev} mostly idles, and the CPU is "
       "usually as fast or faster (ml-explore/mlx-examples#26, pytorch/pytorch#122973)",
-      "measure both before choosing: `devicebench run --device cpu,gpu`; to make the "
+      "measure both before choosing (on the CPU: the same script with `device = \"cpu\"`); "
+      "to make the "
       "accelerator pay off give it more work per step (batch size in the thousands), or "
       "compile the step (`torch.compile(model)`)")
 def tiny_model_on_gpu(ctx: Context) -> None:
