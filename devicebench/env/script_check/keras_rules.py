@@ -255,8 +255,8 @@ _DATASETS = ("Dataset", "dataset", "from_directory", "flow", "batch", "generator
 @rule("script.small-batch-default",
       "small model trained with the default batch size (32)",
       "with at most {units} unit(s) per layer, one step of batch 32 is a few microseconds of "
-      "arithmetic but dozens of op launches: the step is dispatch-bound, the device (GPU or CPU) idles "
-      "between launches, and a GPU cannot beat the CPU",
+      "arithmetic but dozens of op launches: the step is dispatch-bound, the device (GPU or "
+      "CPU) idles between launches, and a GPU cannot beat the CPU",
       "pass a larger batch, e.g. `model.fit(..., batch_size=256)` (seed 000's RNN: batch 32 "
       "vs 256 changes the loss reached, so raise the learning rate with it and compare the "
       "loss); `devicebench run WORKLOAD --batch-size 32,256` measures both (WORKLOAD: "
