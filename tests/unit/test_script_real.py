@@ -94,3 +94,19 @@ def test_real_scripts_summary() -> None:
           f"({uncovered} not covered by any rule); false alarms (warning/error) {alarms}")
     assert len(SCRIPTS) >= 10
     assert found_n >= 0.8 * total and alarms == 0
+
+
+def test_checking_scripts_imports_no_framework() -> None:
+    """Pure AST analysis: reading every real script leaves no framework in sys.modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pathlib import Path\n"
+            "from devicebench.env.script_check import inspect_script\n"
+            f"for p in sorted(Path({str(REAL)!r}).iterdir()):\n"
+            "    if p.suffix in ('.py', '.ipynb'):\n        inspect_script(p)\n"
+            "print(','.join(m for m in ('tensorflow', 'jax', 'torch', 'keras', 'flax', 'optax')"
+            " if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == ""
