@@ -669,3 +669,17 @@ def test_broken_notebook_json_is_one_clear_error(tmp_path: Path) -> None:
     path.write_text('{"cells": ')
     with pytest.raises(InputError, match="not valid Jupyter JSON"):
         check_script(path)
+
+
+def test_from_logits_relates_to_the_model_in_its_own_function() -> None:
+    source = """\
+        import keras
+        def classifier():
+            out = keras.layers.Dense(3, activation="softmax")
+            return keras.Sequential([keras.Input((4,)), out])
+        def regressor():
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+            model.compile("adam", keras.losses.CategoricalCrossentropy(from_logits=True))
+            auc = keras.metrics.AUC(from_logits=True)
+    """
+    assert lines(source, "script.from-logits-softmax") == []

@@ -236,17 +236,28 @@ def softmax_one_unit(ctx: Context) -> None:
       "`from_logits=True` (numerically safer), or keep the activation and set "
       "`from_logits=False`")
 def from_logits_softmax(ctx: Context) -> None:
-    outs = [o for o in _output_layers(ctx) if _activation(o) in ("softmax", "sigmoid")]
+    outs = _output_layers(ctx)
     if not outs:
         return
+    scope = (ast.FunctionDef, ast.AsyncFunctionDef)
     for call in ctx.calls():
         value = keyword(call, "from_logits")
-        if isinstance(value, ast.Constant) and value.value is True:
-            out = outs[0]
-            act = _activation(out)
+        if not (isinstance(value, ast.Constant) and value.value is True) or "entropy" not in (
+                last_name(call).lower()):
+            continue
+        # the model this loss trains: the nearest output layer above it in the same
+        # function (or at module level)
+        here = ctx.enclosing(call, scope)
+        near = [o for o in outs if here is None or ctx.enclosing(o, scope) in (here, None)]
+        above = [o for o in near if o.lineno <= call.lineno] or near
+        if not above:
+            continue
+        out = max(above, key=lambda o: o.lineno)
+        act = _activation(out)
+        if act in ("softmax", "sigmoid"):
             ctx.add("script.from-logits-softmax", "warning", call,
-                    f"the output layer `{ctx.code(out.lineno)}` ({ctx.line(out.lineno)}) applies "
-                    f"{act}", act=act, line=ctx.line(out.lineno))
+                    f"the output layer `{ctx.code(out.lineno)}` ({ctx.line(out.lineno)}) "
+                    f"applies {act}", act=act, line=ctx.line(out.lineno))
 
 
 _DATASETS = ("Dataset", "dataset", "from_directory", "flow", "batch", "generator", "Sequence")

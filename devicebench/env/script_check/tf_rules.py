@@ -47,6 +47,8 @@ def _local_import_touching_gpu(ctx: Context) -> tuple[ast.stmt, str] | None:
       "https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth")
 def memory_growth_late(ctx: Context) -> None:
     """``set_memory_growth`` after a call in the same scope initialised the devices."""
+    if not any("set_memory_growth" in line for line in ctx.lines):
+        return
     for scope in [ctx.tree, *ctx.funcs.values()]:
         calls = sorted((n for n in walk(scope.body) if isinstance(n, ast.Call)),
                        key=lambda n: (n.lineno, n.col_offset))
@@ -155,8 +157,9 @@ _EVAL = ("eval", "test", "valid", "val_", "predict", "infer", "inference")
       "wrong, depend on the batch size, and evaluation changes the model",
       "call the model with `training=False` (or `model(x)`) in evaluation and inference")
 def training_true_in_eval(ctx: Context) -> None:
-    if "BatchNormalization" not in "\n".join(ctx.lines):
-        return
+    if "BatchNormalization" not in "\n".join(ctx.lines) or ctx.uses("pytest") or ctx.uses(
+            "unittest"):
+        return  # no BatchNorm (MC dropout is legitimate); test files are not evaluation
     for call in ctx.calls():
         value = keyword(call, "training")
         if not (isinstance(value, ast.Constant) and value.value is True):
