@@ -683,3 +683,52 @@ def test_from_logits_relates_to_the_model_in_its_own_function() -> None:
             auc = keras.metrics.AUC(from_logits=True)
     """
     assert lines(source, "script.from-logits-softmax") == []
+
+
+def test_float64_tuple_assignment_cast_later_is_fine() -> None:
+    source = """\
+        import tensorflow as tf
+        (x_train, y_train), (x_test, y_test) = tf.keras.datasets.mnist.load_data()
+        x_train, x_test = x_train / 255.0, x_test / 255.0
+        x_train = x_train[..., tf.newaxis].astype("float32")
+    """
+    assert lines(source, "script.float64-input") == [3]  # x_test stays float64
+    both = source + '    x_test = x_test[..., tf.newaxis].astype("float32")\n'
+    assert lines(both, "script.float64-input") == []
+
+
+PER_SAMPLE = """\
+    import numpy as np
+    from keras.models import Sequential
+    class Agent:
+        def act(self, state):
+            return np.argmax(self.model.predict(state)[0])
+        def replay(self, minibatch):
+            for state, target in minibatch:
+                self.model.fit(state, target, epochs=1, verbose=0)
+    for episode in range(100):
+        state = np.reshape(env.reset(), [1, 4])
+        action = agent.act(state)
+    for epoch in range(10):
+        model.fit(x_train, y_train, epochs=1)
+    preds = model.predict(x_test)
+"""
+
+
+def test_keras_predict_and_fit_per_sample() -> None:
+    assert lines(PER_SAMPLE, "script.keras-call-per-sample") == [5, 8]
+    assert "model(x, training=False)" in check(PER_SAMPLE)[0].fix or any(
+        "model(x, training=False)" in f.fix for f in check(PER_SAMPLE))
+
+
+def test_rl_environment_step_is_not_a_training_step() -> None:
+    source = """\
+        for t in range(500):
+            action = agent.act(state)
+            next_state, reward, done, _ = env.step(action)
+            if done:
+                break
+            lr = scheduler.get_last_lr()
+            print(lr)
+    """
+    assert lines(source, "script.sync-in-step-loop") == []

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from devicebench.env.finding import Severity
 from devicebench.env.script_check.ast_tools import (
+    LOOPS,
     Context,
     const,
     dotted,
@@ -14,6 +15,7 @@ from devicebench.env.script_check.ast_tools import (
     keyword,
     last_name,
     number,
+    root_name,
     rule,
 )
 
@@ -278,7 +280,8 @@ def small_batch_default(ctx: Context) -> None:
     if not sized or None in sized or max(sized) > 64:  # type: ignore[type-var]
         return
     for call in ctx.calls():
-        if last_name(call) != "fit" or keyword(call, "batch_size") is not None:
+        if last_name(call) != "fit" or keyword(call, "batch_size") is not None or (
+                ctx.enclosing(call, LOOPS) is not None):
             continue
         x = call.args[0] if call.args else keyword(call, "x")
         has_y = len(call.args) > 1 or keyword(call, "y") is not None
@@ -377,6 +380,19 @@ def keras3_removed(ctx: Context) -> None:
                     "`keras.layers.Rescaling`, `keras.layers.RandomFlip`)")
 
 
+def _target_of(ctx: Context, node: ast.AST) -> str:
+    """The variable an expression is assigned to (``a, b = x / 255, y / 255`` included)."""
+    stmt = ctx.enclosing(node, (ast.Assign, ast.AugAssign))
+    if stmt is None:
+        return ""
+    target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+    if isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple):
+        for t, v in zip(target.elts, stmt.value.elts, strict=False):
+            if any(n is node for n in ast.walk(v)):
+                return root_name(t)
+    return root_name(target)
+
+
 _NUMPY_SOURCES = ("load_data", "read_csv", "imread", "to_numpy", "values", "array", "asarray",
                   "load", "loadtxt", "fromfile", "stack", "concatenate", "reshape")
 
@@ -393,8 +409,9 @@ def _numpy_origin(ctx: Context, node: ast.AST, depth: int = 3) -> bool:
         return True
     if isinstance(node, ast.Call):
         q = ctx.resolve(node.func)
-        return q.startswith("numpy.") or last_name(node) in _NUMPY_SOURCES and not q.startswith(
-            ("tensorflow.", "torch.", "jax."))
+        return q.startswith("numpy.") or last_name(node) == "load_data" or (
+            last_name(node) in _NUMPY_SOURCES and not q.startswith(("tensorflow.", "torch.",
+                                                                     "jax.")))
     return False
 
 
@@ -406,9 +423,9 @@ def _numpy_origin(ctx: Context, node: ast.AST, depth: int = 3) -> bool:
       "has no float64 at all)",
       "convert first: `{name} = {name}.astype(\"float32\") / {den}`")
 def float64_input(ctx: Context) -> None:
-    later_cast = {dotted(c.func.value) for c in ctx.calls()
-                  if last_name(c) == "astype" and isinstance(c.func, ast.Attribute)
-                  and "float32" in ast.unparse(c)}
+    casts = [(root_name(c.func.value), c.lineno) for c in ctx.calls()
+             if last_name(c) == "astype" and isinstance(c.func, ast.Attribute)
+             and "float32" in ast.unparse(c)]
     for node in ast.walk(ctx.tree):
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
                 and isinstance(node.right, ast.Constant) and node.right.value in (255, 255.0)):
@@ -422,10 +439,77 @@ def float64_input(ctx: Context) -> None:
             continue
         if not _numpy_origin(ctx, left):
             continue
-        stmt = ctx.enclosing(node, (ast.Assign, ast.AugAssign))
-        target = ast.unparse(stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target) \
-            if stmt is not None else ast.unparse(left)
-        if target in later_cast:
-            continue
+        target = _target_of(ctx, node) or root_name(left)
+        if any(name == target and line > node.lineno for name, line in casts):
+            continue  # converted to float32 before use
         ctx.add("script.float64-input", "warning", node, name=ast.unparse(left),
                 den=ast.unparse(node.right))
+
+
+_PER_SAMPLE_CALLS = ("predict", "fit", "evaluate", "train_on_batch", "predict_on_batch")
+
+
+def _one_sample(ctx: Context, arg: ast.AST, loop: ast.AST | None) -> bool:
+    """``arg`` holds one sample: reshaped to a batch of 1, or a loop's per-sample variable."""
+    def batch_of_one(v: ast.AST | None) -> bool:
+        if isinstance(v, ast.Call):
+            name = last_name(v)
+            if name == "expand_dims":
+                return True
+            if name == "reshape":
+                dims = v.args[1:] if dotted(v.func).split(".")[0] in ("np", "numpy") else v.args
+                first = dims[0] if dims else None
+                if isinstance(first, ast.List | ast.Tuple):
+                    first = first.elts[0] if first.elts else None
+                first = const(first)
+                return first == 1
+            if name in ("array", "asarray") and v.args and isinstance(v.args[0], ast.List):
+                return len(v.args[0].elts) == 1
+        if isinstance(v, ast.Subscript):
+            return "None" in ast.unparse(v.slice) or "newaxis" in ast.unparse(v.slice)
+        return False
+
+    if batch_of_one(arg):
+        return True
+    if isinstance(arg, ast.Name):
+        if isinstance(loop, ast.For) and arg.id in {n.id for n in ast.walk(loop.target)
+                                                    if isinstance(n, ast.Name)}:
+            return not isinstance(loop.iter, ast.Call) or last_name(loop.iter) not in (
+                "range", "enumerate")  # `for x in samples` (not `for epoch in range`)
+        return any(batch_of_one(v) for v in ctx.assigns.get(arg.id, []))
+    return False
+
+
+@rule("script.keras-call-per-sample",
+      "`{method}` called once per sample",
+      "`{method}` is built for many samples at once: each call sets up a data adapter, "
+      "runs a compiled step and copies results back (~milliseconds), so for one sample the "
+      "overhead is nearly all of the time, on a GPU more than on a CPU",
+      "{remedy}", "https://keras.io/api/models/model_training_apis/#predict-method")
+def keras_call_per_sample(ctx: Context) -> None:
+    if not (ctx.uses("keras") or ctx.uses("tensorflow")):
+        return
+    methods = {f.name: f for c in ctx.classes.values() for f in c.body
+               if isinstance(f, ast.FunctionDef)}
+    called_in_loops = {last_name(c) for lp in ast.walk(ctx.tree) if isinstance(lp, LOOPS)
+                       for c in ctx.calls(lp.body)}
+    for call in ctx.calls():
+        method = last_name(call)
+        if method not in _PER_SAMPLE_CALLS or not isinstance(call.func, ast.Attribute) \
+                or not call.args:
+            continue
+        loop = ctx.enclosing(call, LOOPS)
+        fn = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        in_loop = loop is not None or fn is not None and fn.name in called_in_loops and (
+            fn.name in methods or fn.name in ctx.funcs)
+        if not in_loop or not _one_sample(ctx, call.args[0], loop):
+            continue
+        remedy = ("call the model directly, `model(x, training=False)`, which skips "
+                  "predict's per-call setup; better, collect the samples and predict them "
+                  "as one batch" if method in ("predict", "predict_on_batch") else
+                  "collect the samples and train on them as one batch (`model.fit(xs, ys, "
+                  "batch_size=len(xs))` or `model.train_on_batch(xs, ys)`)")
+        ctx.add("script.keras-call-per-sample", "warning", call,
+                "with a single sample, inside a loop" if loop is not None else
+                f"with a single sample, in `{fn.name}`, which a loop calls",  # type: ignore[union-attr]
+                method=f".{method}()", remedy=remedy)

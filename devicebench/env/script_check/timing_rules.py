@@ -138,7 +138,9 @@ _HOST = {"item", "numpy", "tolist", "float", "int", "len", "str", "cpu", "time",
 
 
 def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
-    """Names assigned in the loop from a call that leaves the value on the device."""
+    """Names assigned in the loop from device work: a model or compiled function, a tensor
+    op, a loss/criterion, or a method of a value already on the device (``out.argmax(1)``).
+    """
     names: set[str] = set()
     for s in direct:
         if not isinstance(s, ast.Assign) or not isinstance(s.value, ast.Call):
@@ -146,7 +148,11 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
         call = s.value
         if last_name(call) in _HOST or ctx.resolve(call.func).startswith(("numpy.", "math.")):
             continue
-        names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        callee = call.func.id if isinstance(call.func, ast.Name) else ""
+        if (callee in ctx.models or ctx.is_tensor_op(call) or root_name(call) in names
+                or any(k in last_name(call).lower() for k in ("loss", "criterion", "model"))
+                or last_name(call).lower() in ("net", "network", "encoder", "decoder")):
+            names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return names
 
 
