@@ -14,7 +14,8 @@ from devicebench.env.script_check.ast_tools import (
     walk,
 )
 
-_GRADS = ("jax.grad", "jax.value_and_grad", "jax.jacfwd", "jax.jacrev", "jax.hessian")
+_GRADS = ("jax.grad", "jax.value_and_grad", "jax.jacfwd", "jax.jacrev", "jax.hessian",
+          "jax.vmap")
 _TREE_MAPS = ("jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map")
 _STEP = ("the whole step under one `@jax.jit`: `@jax.jit\\ndef train_step(params, opt_state, "
          "x, y):\\n    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)\\n    updates, "
@@ -44,8 +45,9 @@ def _is_grad_value(ctx: Context, node: ast.AST) -> bool:
 
 @rule("script.jax-grad-outside-jit",
       "`{grad}` evaluated outside `jax.jit` on every step",
-      "outside `jit` JAX runs the forward and backward pass primitive by primitive, each a "
-      "separate dispatch from Python (and a `jax.grad(f)` built per call re-traces `f`): a "
+      "outside `jit` JAX runs the transformed function primitive by primitive, each a "
+      "separate dispatch from Python, and a `jax.grad(f)` / `jax.vmap(f)` built per call "
+      "re-traces `f` every time: a "
       "small model becomes dispatch-bound, often slower on a GPU than on a CPU "
       "(jax-ml/jax#1498: 57 s vs 0.75 s per epoch)",
       "put " + _STEP)
