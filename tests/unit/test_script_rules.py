@@ -527,6 +527,7 @@ LOADER = """\
     loader = DataLoader(train, batch_size=64, shuffle=True)
     fast = DataLoader(train, batch_size=64, num_workers=8)
     mem = DataLoader(TensorDataset(X, Y), batch_size=64)
+    kw = DataLoader(train, **loader_kwargs)
     device = torch.device("cuda")
 """
 
@@ -550,6 +551,7 @@ COPIES = """\
         for i in range(0, len(X), 64):
             xb = X[i:i + 64].to("cuda")
             xd = Xd[i:i + 64]
+            xf = X[i:i + 64].to(torch.float32)
             loss = model(xb).sum()
             loss.backward()
             opt.step()
@@ -559,7 +561,7 @@ COPIES = """\
 
 
 def test_per_step_copy_of_in_memory_data() -> None:
-    assert lines(COPIES, "script.per-step-copy") == [6]
+    assert lines(COPIES, "script.per-step-copy") == [6]  # not the dtype change on line 8
 
 
 LIST_BATCH = """\
@@ -732,3 +734,80 @@ def test_rl_environment_step_is_not_a_training_step() -> None:
             print(lr)
     """
     assert lines(source, "script.sync-in-step-loop") == []
+
+
+CANONICAL = {
+    "torch": """\
+        import torch
+        import torch.nn.functional as F
+        from torchvision import datasets, transforms
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        tf = transforms.Compose([transforms.ToTensor()])
+        train = datasets.MNIST("data", train=True, download=True, transform=tf)
+        loader = torch.utils.data.DataLoader(train, batch_size=64, num_workers=4,
+                                             pin_memory=True)
+        model = Net().to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for epoch in range(10):
+            model.train()
+            total = torch.zeros((), device=device)
+            for step, (x, y) in enumerate(loader):
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                opt.zero_grad(set_to_none=True)
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                total += loss.detach()
+                if step % 100 == 0:
+                    print(f"step {step} loss {loss.item():.4f}")
+            print("epoch", epoch, (total / len(loader)).item())
+        torch.save(model.state_dict(), "model.pt")
+    """,
+    "jax": """\
+        import jax
+        import jax.numpy as jnp
+        import optax
+        optimizer = optax.adam(1e-3)
+        @jax.jit
+        def train_step(params, opt_state, x, y):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, loss
+        losses = []
+        for step in range(1000):
+            params, opt_state, loss = train_step(params, opt_state, xs[step], ys[step])
+            losses.append(loss)
+        print(jnp.stack(losses).mean())
+        batched = jax.vmap(predict, in_axes=(None, 0))(params, test_x)
+    """,
+    "tf": """\
+        import tensorflow as tf
+        gpus = tf.config.list_physical_devices("GPU")
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        model = tf.keras.Sequential([tf.keras.Input((784,)), tf.keras.layers.Dense(256),
+                                     tf.keras.layers.BatchNormalization(),
+                                     tf.keras.layers.Dense(10)])
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        @tf.function
+        def eval_step(x):
+            return model(x, training=False)
+        for epoch in range(5):
+            for x, y in train_ds:
+                loss = train_step(x, y)
+            tf.print("epoch", epoch, loss)
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CANONICAL))
+def test_canonical_training_loops_have_no_warning(name: str) -> None:
+    found = [f"{f.id}:{f.location}" for f in check(CANONICAL[name]) if f.severity != "info"]
+    assert found == []

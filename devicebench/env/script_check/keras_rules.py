@@ -281,7 +281,8 @@ def small_batch_default(ctx: Context) -> None:
         return
     for call in ctx.calls():
         if last_name(call) != "fit" or keyword(call, "batch_size") is not None or (
-                ctx.enclosing(call, LOOPS) is not None):
+                ctx.enclosing(call, LOOPS) is not None) or any(k.arg is None
+                                                               for k in call.keywords):
             continue
         x = call.args[0] if call.args else keyword(call, "x")
         has_y = len(call.args) > 1 or keyword(call, "y") is not None

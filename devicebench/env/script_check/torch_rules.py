@@ -64,8 +64,9 @@ def dataloader_workers(ctx: Context) -> None:
         if last_name(call) != "DataLoader" or not call.args:
             continue
         workers = keyword(call, "num_workers")
-        if workers is not None and const(workers) != 0:
-            continue
+        if workers is not None and const(workers) != 0 or any(k.arg is None
+                                                              for k in call.keywords):
+            continue  # workers set, or unknown (`**loader_kwargs`)
         work = _per_item_work(ctx, call.args[0])
         if work:
             ctx.add("script.dataloader-workers", "warning", call,
@@ -76,10 +77,20 @@ def dataloader_workers(ctx: Context) -> None:
 _TO_DEVICE = ("to", "cuda")
 
 
+def _device_arg(ctx: Context, call: ast.Call) -> bool:
+    """``x.to(...)`` names a device: ``device``, ``"cuda"``, ``torch.device(...)``."""
+    args = [*call.args, *(k.value for k in call.keywords if k.arg == "device")]
+    for a in args:
+        text = ast.unparse(a).lower()
+        if "dev" in text or "cuda" in text or "mps" in text or "gpu" in text:
+            return True
+    return False
+
+
 def _whole_data(ctx: Context, name: str) -> bool:
-    """``name`` holds a whole dataset in memory (an array/tensor built outside the loop)."""
+    """``name`` holds a whole dataset in host memory (built outside the loop)."""
     value = ctx.value_of(name)
-    if not isinstance(value, ast.Call):
+    if not isinstance(value, ast.Call) or keyword(value, "device") is not None:
         return False
     q = ctx.resolve(value.func)
     return q.startswith(("numpy.", "torch.")) or last_name(value) in (
@@ -105,8 +116,8 @@ def per_step_copy(ctx: Context) -> None:
                 continue
             target = n.func.value if last_name(n) in _TO_DEVICE else (  # type: ignore[union-attr]
                 n.args[0] if n.args else None)
-            if last_name(n) == "to" and not n.args and not n.keywords:
-                continue
+            if last_name(n) == "to" and not _device_arg(ctx, n):
+                continue  # .to(torch.float32): a dtype change, not a copy to the device
             sub = next((s for s in ast.walk(target) if isinstance(s, ast.Subscript)
                         and isinstance(s.slice, ast.Slice | ast.Name | ast.BinOp)), None) \
                 if target is not None else None
