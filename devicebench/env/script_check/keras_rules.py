@@ -322,7 +322,7 @@ def rnn_on_gpu(ctx: Context) -> None:
                     "of tiny kernels with no cuDNN-style fused RNN and no XLA, so the GPU "
                     "mostly waits: seed 000's 1-unit SimpleRNN took 140 s/epoch on an M1 "
                     "Ultra's GPU vs 3-6 s on a CPU")
-        elif tiny:
+        elif tiny and (gpu or snap is None or snap.nvidia_smi is not None):
             where = "a GPU" if gpu else "a GPU (if it runs on one)"
             ctx.add("script.rnn-on-gpu", "warning" if gpu else "info", call,
                     f"{units} unit(s)" + (", and this machine has a GPU" if gpu else ""),
