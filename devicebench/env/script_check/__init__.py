@@ -5,10 +5,11 @@ Each pitfall becomes a :class:`~devicebench.env.finding.Finding` whose ``locatio
 aliases (``import tensorflow as tf``, ``from tensorflow import keras``) and follow calls
 to functions defined in the same file, but know nothing about runtime values or types.
 
-Layout: :mod:`.ast_tools` (shared helpers, the rule registry), one module per family of
-rules (:mod:`.keras_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`,
-:mod:`.jax_rules`, :mod:`.torch_rules`), each rule one
-function with its message beside it.
+Layout: :mod:`.ast_tools` (small pure ``ast`` helpers), :mod:`.context` (what a rule
+sees: aliases, models, compiled functions, snapshot; the rule registry), :mod:`.source`
+(reading scripts and notebooks), and one module per family of rules
+(:mod:`.keras_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`, :mod:`.jax_rules`,
+:mod:`.torch_rules`), each rule one function with its message beside it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from devicebench.env.script_check import (
     timing_rules,
     torch_rules,
 )
-from devicebench.env.script_check.ast_tools import RULES, Context
+from devicebench.env.script_check.context import RULES, Context
 from devicebench.env.script_check.source import read_notebook, read_text
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError

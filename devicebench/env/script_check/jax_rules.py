@@ -7,12 +7,11 @@ from collections.abc import Iterator
 
 from devicebench.env.script_check.ast_tools import (
     LOOPS,
-    Context,
     dotted,
     last_name,
-    rule,
     walk,
 )
+from devicebench.env.script_check.context import Context, rule
 
 _GRADS = ("jax.grad", "jax.value_and_grad", "jax.jacfwd", "jax.jacrev", "jax.hessian",
           "jax.vmap")

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from devicebench.env.finding import Severity
 from devicebench.env.script_check.ast_tools import (
     LOOPS,
-    Context,
     const,
     dotted,
     keras_rel,
@@ -16,8 +15,8 @@ from devicebench.env.script_check.ast_tools import (
     last_name,
     number,
     root_name,
-    rule,
 )
+from devicebench.env.script_check.context import Context, rule
 
 
 def _legacy_nodes(ctx: Context) -> Iterator[tuple[ast.AST, str]]:

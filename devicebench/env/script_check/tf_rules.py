@@ -6,13 +6,12 @@ import ast
 
 from devicebench.env.script_check.ast_tools import (
     LOOPS,
-    Context,
     dotted,
     keyword,
     last_name,
-    rule,
     walk,
 )
+from devicebench.env.script_check.context import Context, rule
 
 
 def _local_import_touching_gpu(ctx: Context) -> tuple[ast.stmt, str] | None:

@@ -5,19 +5,19 @@ from __future__ import annotations
 import ast
 
 from devicebench.env.script_check.ast_tools import (
-    CLOCKS,
     LOOPS,
-    Context,
     blocks,
     dotted,
     last_name,
     outer_loops,
     root_name,
-    rule,
     skip_in_step,
     walk,
 )
+from devicebench.env.script_check.context import Context, rule
 
+CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
+          "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"}
 OPS = "run `devicebench ops` for a sweep with warm-up, sync and the CPU/GPU crossover size"
 
 

@@ -6,15 +6,14 @@ import ast
 
 from devicebench.env.script_check.ast_tools import (
     LOOPS,
-    Context,
     const,
     dotted,
     keyword,
     last_name,
-    rule,
     skip_in_step,
     walk,
 )
+from devicebench.env.script_check.context import Context, rule
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
              "load", "resize", "convert")
