@@ -811,3 +811,18 @@ CANONICAL = {
 def test_canonical_training_loops_have_no_warning(name: str) -> None:
     found = [f"{f.id}:{f.location}" for f in check(CANONICAL[name]) if f.severity != "info"]
     assert found == []
+
+
+def test_reset_states_on_rnn_layers_is_fine_on_models_and_metrics_not() -> None:
+    source = """\
+        import keras
+        class Gen(keras.Model):
+            def reset(self):
+                self.lstm.reset_states()
+        acc = keras.metrics.SparseCategoricalAccuracy()
+        acc.reset_states()
+        rnn = keras.layers.LSTM(8, stateful=True)
+        rnn.reset_states()
+        decoder.reset_states()
+    """
+    assert lines(source, "script.keras3-removed") == [6]

@@ -35,6 +35,17 @@ def root_name(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
+def target_names(target: ast.AST) -> list[str]:
+    """Variables bound by an assignment target: ``a``, ``a, (b, *c)`` (not ``self.x``)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return target_names(target.value)
+    if isinstance(target, ast.Tuple | ast.List):
+        return [n for e in target.elts for n in target_names(e)]
+    return []
+
+
 def keras_rel(q: str) -> str | None:
     """``"tensorflow.keras.layers.Dense"`` -> ``"layers.Dense"``; None if not Keras."""
     return next((q[len(p):] for p in KERAS_PREFIXES if q.startswith(p)), None)

@@ -19,6 +19,7 @@ from devicebench.env.script_check.ast_tools import (
     elements,
     keras_rel,
     last_name,
+    target_names,
     walk,
 )
 from devicebench.env.snapshot import EnvSnapshot
@@ -106,9 +107,8 @@ class Context:
             if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name):
-                            self.assigns.setdefault(n.id, []).append(node.value)
+                    for name in target_names(t):
+                        self.assigns.setdefault(name, []).append(node.value)
         self.small = {t.id for s in tree.body if isinstance(s, ast.Assign)  # tiny module tensors
                       and self.is_small_tensor(s.value) for t in s.targets
                       if isinstance(t, ast.Name)}

@@ -268,7 +268,7 @@ _DATASETS = ("Dataset", "dataset", "from_directory", "flow", "batch", "generator
       "small model trained with the default batch size (32)",
       "with at most {units} unit(s) per layer, one step of batch 32 is a few microseconds of "
       "arithmetic but dozens of op launches: the step is dispatch-bound, the device (GPU or "
-      "CPU) idles between launches, and a GPU cannot beat the CPU",
+      "CPU) idles between launches, and a GPU rarely beats the CPU",
       "pass a larger batch, e.g. `model.fit(..., batch_size=256)` (seed 000's RNN: batch 32 "
       "vs 256 changes the loss reached, so raise the learning rate with it and compare the "
       "loss); `devicebench run WORKLOAD --batch-size 32,256` measures both (WORKLOAD: "
@@ -319,8 +319,9 @@ def rnn_on_gpu(ctx: Context) -> None:
             ctx.add("script.rnn-on-gpu", "warning", call, "this Mac's Metal GPU is visible",
                     where="an Apple GPU", detail="on the Metal GPU each timestep is a handful "
                     "of tiny kernels with no cuDNN-style fused RNN and no XLA, so the GPU "
-                    "mostly waits: seed 000's 1-unit SimpleRNN took 140 s/epoch on an M1 "
-                    "Ultra's GPU vs 3-6 s on a CPU")
+                    "mostly waits: seed 000's 1-unit SimpleRNN took ~140 s/epoch (670 ms/step)"
+                    " on an M1 Ultra's GPU vs ~20 ms/step with tensorflow-metal uninstalled "
+                    "(tensorflow/tensorflow#62397)")
         elif tiny and (gpu or snap is None or snap.nvidia_smi is not None):
             where = "a GPU" if gpu else "a GPU (if it runs on one)"
             ctx.add("script.rnn-on-gpu", "warning" if gpu else "info", call,
@@ -328,6 +329,20 @@ def rnn_on_gpu(ctx: Context) -> None:
                     where=where, detail=f"with {units} unit(s) each timestep is microseconds "
                     "of work behind a kernel launch: dispatch-bound, so a GPU is no faster "
                     "(often slower) than the CPU")
+
+
+def _model_or_metric(ctx: Context, recv: ast.AST) -> bool:
+    """``recv`` is a Keras model or metric (where Keras 3 dropped ``reset_states``)."""
+    if isinstance(recv, ast.Name):
+        if recv.id in ctx.models:
+            return True
+        value = ctx.value_of(recv.id)
+        if isinstance(value, ast.Call) and (keras_rel(ctx.resolve(value.func)) or "").startswith(
+                "metrics."):
+            return True
+    name = (dotted(recv) or "").rsplit(".", 1)[-1].lower()
+    return any(k in name for k in ("model", "metric", "loss", "acc", "auc", "precision",
+                                   "recall")) and "layer" not in name
 
 
 _REMOVED = {"fit_generator": "fit", "evaluate_generator": "evaluate",
@@ -354,9 +369,8 @@ def keras3_removed(ctx: Context) -> None:
                     reason=f"Keras 3 models have no `{name}` (AttributeError); `{_REMOVED[name]}` "
                     "takes generators and `keras.utils.PyDataset` directly",
                     remedy=f"call `.{_REMOVED[name]}(...)` with the same arguments")
-        elif name == "reset_states" and recv is not None and not (
-                isinstance(recv, ast.Name) and recv.id in rnn_layers
-                or isinstance(recv, ast.Subscript) and dotted(recv.value).endswith("layers")):
+        elif name == "reset_states" and recv is not None and _model_or_metric(ctx, recv) and not (
+                isinstance(recv, ast.Name) and recv.id in rnn_layers):
             ctx.add("script.keras3-removed", sev, call, note, api=".reset_states()",
                     reason="Keras 3 models and metrics have no `reset_states` (AttributeError); "
                     "the method is `reset_state()`, on each stateful RNN layer and metric",
