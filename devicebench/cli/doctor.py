@@ -51,7 +51,7 @@ def doctor(
     ),
 ) -> None:
     from devicebench.env.checks import run_checks
-    from devicebench.env.script_check import check_script
+    from devicebench.env.script_check import inspect_script
     from devicebench.env.snapshot import load_snapshot
     from devicebench.report.doctor import doctor_json, render_doctor
 
@@ -59,7 +59,7 @@ def doctor(
         fail(f"--save path is a directory: {save} — fix: pass a file name, e.g. {save}/env.json")
     if script is not None:
         # Validate the script before spending seconds on the probe.
-        check_script(script, None)
+        inspect_script(script, None)
 
     if snapshot is not None:
         snap = load_snapshot(snapshot)
@@ -72,8 +72,9 @@ def doctor(
                                  concurrent=not sequential)
 
     findings = run_checks(snap)
-    if script is not None:
-        findings = findings + check_script(script, snap)
+    read = inspect_script(script, snap) if script is not None else None
+    if read is not None:
+        findings = findings + read.findings
 
     if save is not None:
         try:
@@ -82,9 +83,9 @@ def doctor(
             fail(f"cannot write snapshot to {save}: {exc.strerror} — fix: choose a writable path")
 
     if json_out:
-        print(json.dumps(doctor_json(snap, findings), indent=2))
+        print(json.dumps(doctor_json(snap, findings, script=read), indent=2))
     else:
-        render_doctor(snap, findings, saved_to=save, from_file=snapshot)
+        render_doctor(snap, findings, saved_to=save, from_file=snapshot, script=read)
     raise typer.Exit(1 if any(f.severity == "error" for f in findings) else 0)
 
 

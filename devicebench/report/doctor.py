@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from devicebench.env.finding import SEVERITIES, Finding, sort_findings
+from devicebench.env.script_check import ScriptReport
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.report.console import make_console
 
@@ -16,15 +17,30 @@ DOCTOR_JSON_VERSION = 1
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def doctor_json(snapshot: EnvSnapshot, findings: list[Finding]) -> dict[str, Any]:
-    """The ``--json`` document: counts, findings and the full snapshot."""
+def doctor_json(snapshot: EnvSnapshot, findings: list[Finding],
+                script: ScriptReport | None = None) -> dict[str, Any]:
+    """The ``--json`` document: counts, findings, the script read (if any), the snapshot."""
     ordered = sort_findings(findings)
-    return {
+    doc: dict[str, Any] = {
         "schema_version": DOCTOR_JSON_VERSION,
         "summary": {s: sum(f.severity == s for f in ordered) for s in SEVERITIES},
         "findings": [f.to_dict() for f in ordered],
-        "snapshot": snapshot.to_dict(),
     }
+    if script is not None:
+        doc["script"] = script.to_dict()
+    doc["snapshot"] = snapshot.to_dict()
+    return doc
+
+
+def script_line(script: ScriptReport) -> str:
+    """"Script   train.py (120 lines, read with ast, never run): 3 findings"."""
+    n = len(script.findings)
+    what = (f"{script.code_cells} code cells, {script.lines} lines" if script.kind == "notebook"
+            else f"{script.lines} lines")
+    skipped = (f"; cells {', '.join(map(str, script.skipped_cells))} are not Python and were "
+               "skipped" if script.skipped_cells else "")
+    return (f"  Script   {script.path} ({what}, read with ast, never run): "
+            f"{n} finding{'s' if n != 1 else ''}{skipped}")
 
 
 def _gib(n: int | None) -> str:
@@ -67,6 +83,7 @@ def render_doctor(
     console: Console | None = None,
     saved_to: Path | None = None,
     from_file: Path | None = None,
+    script: ScriptReport | None = None,
 ) -> None:
     """Print the machine summary, the frameworks table and the findings by severity."""
     con = console or make_console()
@@ -137,6 +154,8 @@ def render_doctor(
 
     ordered = sort_findings(findings)
     counts = {s: sum(f.severity == s for f in ordered) for s in SEVERITIES}
+    if script is not None:
+        con.print("\n" + script_line(script), markup=False, highlight=False)
     con.print(
         f"\n[bold]Findings[/bold]: {counts['error']} error(s), {counts['warning']} warning(s), "
         f"{counts['info']} info"

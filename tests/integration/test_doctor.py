@@ -182,3 +182,17 @@ def test_this_machine_has_no_errors(tf_snapshot):
     errors = [f.id for f in run_checks(tf_snapshot) if f.severity == "error"]
     assert errors == []
     assert tf_snapshot.host.os != "Darwin" or tf_snapshot.host.macos_version
+
+
+def test_script_read_and_finding_count_are_shown():
+    script = FIXTURES / "scripts" / "seed000_rnn.py"
+    doc = json.loads(run_cli("doctor", str(script), "--frameworks", "none", "--json").stdout)
+    n = sum(f["id"].startswith("script.") for f in doc["findings"])
+    n_lines = len(script.read_text().splitlines())
+    assert n >= 3
+    assert doc["script"] == {"path": str(script), "kind": "script", "lines": n_lines,
+                             "code_cells": 0, "skipped_cells": [], "findings": n}
+    res = run_cli("doctor", str(script), "--frameworks", "none")
+    assert res.returncode == 1, res.stderr
+    assert f"Script   {script} ({n_lines} lines, read with ast, never run): {n} findings" in (
+        res.stdout.replace("\n", " ")), res.stdout

@@ -1,0 +1,121 @@
+"""Reading a script or a notebook from disk, with one clear error per bad input."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+from devicebench.errors import InputError
+
+
+def read_text(path: str | Path) -> str:
+    """The source text of ``path``.
+
+    Raises:
+        InputError: missing, a directory, unreadable, binary, or not decodable.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"script path is a directory: {p}",
+                         fix="pass the training script itself, e.g. path/to/train.py")
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"script not found: {p}",
+                         fix="check the path and the current directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot read script {p}: {exc.strerror or exc}",
+                         fix="check the file's permissions") from None
+    if b"\x00" in data:
+        raise InputError(f"script {p} is a binary file, not Python source",
+                         fix="pass the .py training script")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        raise InputError(f"script {p} is not readable as Python source text ({exc})",
+                         why="Python source must be UTF-8 or declare its encoding",
+                         fix="save it as UTF-8") from None
+
+
+_PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun", "%%memit")
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """A notebook's code cells joined into one Python source, with the way back to cells.
+
+    Attributes:
+        source: the code cells, IPython magics and shell lines blanked to ``pass``.
+        origin: for each source line (index 0 = line 1), its (cell number, line in cell);
+            cells are numbered from 1 over all cells, markdown included, as shown in the file.
+        code_cells: how many code cells were read.
+        skipped: numbers of the cells that do not parse as Python (left out).
+    """
+
+    source: str
+    origin: list[tuple[int, int]]
+    code_cells: int
+    skipped: tuple[int, ...]
+
+    def cell_of(self, line: int) -> tuple[int, int]:
+        """(cell number, line within the cell) of a line of :attr:`source`."""
+        return self.origin[line - 1] if 0 < line <= len(self.origin) else (0, line)
+
+
+def _unmagic(lines: list[str]) -> list[str]:
+    """IPython-only lines (``%magic``, ``!shell``, ``x = !cmd``, ``obj?``) -> ``pass``."""
+    if lines and lines[0].lstrip().startswith("%%"):
+        if not lines[0].strip().startswith(_PYTHON_CELL_MAGICS):
+            return ["pass"] * len(lines)  # %%bash, %%writefile, ...: not Python
+        lines = ["pass", *lines[1:]]
+    out = []
+    for ln in lines:
+        body = ln.lstrip()
+        indent = ln[:len(ln) - len(body)]
+        if body.startswith(("%", "!")) or body.rstrip().endswith("?") and not body.startswith("#"):
+            out.append(indent + "pass")
+        elif "= !" in body or "= %" in body:
+            out.append(indent + body.split("=", 1)[0].rstrip() + " = None")
+        else:
+            out.append(ln)
+    return out
+
+
+def read_notebook(path: str | Path) -> Notebook:
+    """The code cells of a Jupyter notebook as one source text.
+
+    Raises:
+        InputError: the file is not a readable notebook (JSON with a list of cells).
+    """
+    p = Path(path)
+    text = read_text(p)
+    try:
+        cells = json.loads(text)["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"notebook {p} is not valid Jupyter JSON ({exc})",
+                         fix="pass an .ipynb saved by Jupyter, or the .py script") from None
+    parts: list[str] = []
+    origin: list[tuple[int, int]] = []
+    code, skipped = 0, []
+    for number, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else str(src)
+        lines = _unmagic(src.splitlines())
+        code += 1
+        try:
+            ast.parse("\n".join(lines))
+        except (SyntaxError, ValueError):
+            skipped.append(number)
+            continue
+        parts.extend(lines)
+        origin.extend((number, row) for row in range(1, len(lines) + 1))
+    return Notebook("\n".join(parts) + "\n", origin, code, tuple(skipped))

@@ -1,0 +1,234 @@
+"""Rules about when the host waits for the device: timing loops, per-step syncs, tiny ops."""
+
+from __future__ import annotations
+
+import ast
+
+from devicebench.env.script_check.ast_tools import (
+    LOOPS,
+    blocks,
+    dotted,
+    last_name,
+    outer_loops,
+    root_name,
+    skip_in_step,
+    walk,
+)
+from devicebench.env.script_check.context import Context, rule
+
+CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
+          "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"}
+OPS = "run `devicebench ops` for a sweep with warm-up, sync and the CPU/GPU crossover size"
+
+
+@rule("script.unsynced-timing",
+      "timing loop without a device sync",
+      "tensor ops are dispatched asynchronously: without a sync the clock measures Python "
+      "and dispatch overhead (~10-25 us per eager op), not the device's work; with tiny "
+      "tensors that overhead is all there is, so CPU vs GPU reads ~1x",
+      "sync before reading the clock ({sync}), warm up first, and move the loop into the "
+      "graph ({graph}) or time one large op; or " + OPS)
+def unsynced_timing(ctx: Context) -> None:
+    for node in ctx.calls():
+        q = ctx.resolve(node.func)
+        if q in ("timeit.timeit", "timeit.repeat") and node.args:
+            body = node.args[0].body if isinstance(node.args[0], ast.Lambda) else node.args[0]
+            op = ctx.search([body], ctx.is_tensor_op)
+            if op is not None and ctx.search([body], ctx.is_sync) is None:
+                _timing(ctx, node, op, f"`{q}` times `{ctx.code(op.lineno)}`")
+    for block in blocks(ctx.tree):
+        _timed_block(ctx, block)
+
+
+def _clock_pairs(ctx: Context, stmts: list[ast.stmt]) -> list[tuple[int, int]]:
+    clocks = [i for i, s in enumerate(stmts) if not hasattr(s, "body")
+              and any(isinstance(n, ast.Call) and ctx.resolve(n.func) in CLOCKS
+                      for n in walk([s]))]
+    return list(zip(clocks, clocks[1:], strict=False))
+
+
+def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
+    for a, b in _clock_pairs(ctx, stmts):
+        region = stmts[a + 1:b]
+        if not region or ctx.search(region, ctx.is_sync) is not None:
+            continue
+        between = f"between {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}"
+        loops = [lp for s in region for lp in outer_loops(s)]
+        for loop in loops:
+            for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
+                op = ctx.search([call], ctx.is_tensor_op)
+                if op is not None:
+                    via = "" if op is call else f"`{ast.unparse(call)}`, which runs "
+                    _timing(ctx, loop, op, f"the loop timed {between} calls {via}"
+                            f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) and never waits "
+                            "for the device")
+                    break
+        if loops:
+            continue
+        # no loop: one model call / compiled call timed on its own
+        op = next((n for n in walk(region) if isinstance(n, ast.Call)
+                   and isinstance(n.func, ast.Name) and n.func.id in ctx.models), None)
+        if op is not None:
+            _timing(ctx, op, op, f"timed {between}; the call returns once the work is "
+                    "queued, not when the device has finished it")
+
+
+def _kind(ctx: Context, op: ast.AST) -> str:
+    q = ctx.resolve(op.func) if isinstance(op, ast.Call) else ""
+    name = op.func.id if isinstance(op, ast.Call) and isinstance(op.func, ast.Name) else ""
+    if q.startswith("jax.") or ctx.compiled.get(name) == "jax":
+        return "jax"
+    if q.startswith("torch.") or ctx.compiled.get(name) == "torch" or (
+            name in ctx.models and ctx.uses("torch") and not ctx.uses("tensorflow")):
+        return "torch"
+    return "tf"
+
+
+def _timing(ctx: Context, node: ast.AST, op: ast.AST, seen: str) -> None:
+    kind = _kind(ctx, op)
+    if kind == "jax":
+        sync, graph = "`jax.block_until_ready(result)`", "`jax.jit` + `jax.lax.fori_loop`"
+    elif kind == "torch":
+        sync = ("`torch.cuda.synchronize()` / `torch.mps.synchronize()`, or CUDA events, or "
+                "`torch.utils.benchmark.Timer`, which syncs and warms up for you")
+        graph = "batch the ops, `torch.compile`"
+    else:
+        sync, graph = "`result.numpy()` on the last result", "`@tf.function`"
+    ctx.add("script.unsynced-timing", "warning", node, seen, sync=sync, graph=graph)
+
+
+@rule("script.compile-in-timing",
+      "first call of a compiled function inside the timed region",
+      "the first call of a `{how}` function traces and compiles it (often 0.1-10 s), so the "
+      "measured time is mostly compilation, not the steady-state speed",
+      "call `{name}(...)` once before starting the clock (and wait for it: {sync}), then "
+      "time many calls; or run `devicebench ops`, which reports compile time apart")
+def compile_in_timing(ctx: Context) -> None:
+    first_call: dict[str, int] = {}
+    for call in sorted(ctx.calls(), key=lambda c: (c.lineno, c.col_offset)):
+        if isinstance(call.func, ast.Name) and call.func.id in ctx.compiled:
+            first_call.setdefault(call.func.id, call.lineno)
+    for stmts in blocks(ctx.tree):
+        if any(isinstance(a, LOOPS) for a in _ancestors(ctx, stmts[0])):
+            continue  # per-iteration timing shows the first (compiling) iteration apart
+        for a, b in _clock_pairs(ctx, stmts):
+            for n in walk(stmts[a + 1:b]):
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                        and first_call.get(n.func.id) == n.lineno):
+                    kind = ctx.compiled[n.func.id]
+                    how = {"jax": "jax.jit", "tf": "tf.function", "torch": "torch.compile"}[kind]
+                    sync = {"jax": "`.block_until_ready()`", "tf": "`.numpy()`",
+                            "torch": "`torch.cuda.synchronize()`"}[kind]
+                    ctx.add("script.compile-in-timing", "warning", n,
+                            f"`{n.func.id}` is first called here, between the clock readings "
+                            f"at {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}",
+                            how=how, name=n.func.id, sync=sync)
+
+
+def _ancestors(ctx: Context, node: ast.AST) -> list[ast.AST]:
+    out, cur = [], ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef):
+        out.append(cur)
+        cur = ctx.parents.get(cur)
+    return out
+
+
+_HOST = {"item", "numpy", "tolist", "float", "int", "len", "str", "cpu", "time",
+         "perf_counter", "append", "format", "round", "range", "enumerate", "zip", "next"}
+
+
+def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
+    """Names assigned in the loop from device work: a model or compiled function, a tensor
+    op, a loss/criterion, or a method of a value already on the device (``out.argmax(1)``).
+    """
+    names: set[str] = set()
+    for s in direct:
+        if not isinstance(s, ast.Assign) or not isinstance(s.value, ast.Call):
+            continue
+        call = s.value
+        if last_name(call) in _HOST or ctx.resolve(call.func).startswith(("numpy.", "math.")):
+            continue
+        callee = call.func.id if isinstance(call.func, ast.Name) else ""
+        if (callee in ctx.models or ctx.is_tensor_op(call) or root_name(call) in names
+                or any(k in last_name(call).lower() for k in ("loss", "criterion", "model"))
+                or last_name(call).lower() in ("net", "network", "encoder", "decoder")):
+            names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+@rule("script.sync-in-step-loop",
+      "host sync on every training step",
+      "`.numpy()`/`.item()`/`.cpu()`/`float()`, printing a device value or branching on it "
+      "copies the value to the host and waits for the device to finish, so the next step "
+      "cannot be queued while this one runs",
+      "accumulate on the device (`total += loss.detach()`, or a `keras.metrics.Mean`) and "
+      "read it every N steps (`if step % 100 == 0: print(float(loss))`) or once per epoch")
+def sync_in_step_loop(ctx: Context) -> None:
+    for node in ast.walk(ctx.tree):
+        if not isinstance(node, LOOPS) or ctx.is_compiled_scope(node):
+            continue
+        body = node.body
+        if ctx.search(body, lambda n: ctx.is_step(n) or isinstance(n, ast.Call) and isinstance(
+                n.func, ast.Name) and n.func.id in ctx.compiled, skip_in_step) is None:
+            continue
+        direct = list(walk(body, skip_in_step))
+        assigned = {n.id for s in direct if isinstance(s, ast.Assign | ast.AugAssign)
+                    for t in getattr(s, "targets", [getattr(s, "target", None)])
+                    for n in ast.walk(t) if isinstance(n, ast.Name)}
+        device = _device_names(ctx, direct)
+        seen = f"runs on every step of the training loop at {ctx.line(node.lineno)}"
+        for n in direct:
+            f = n.func if isinstance(n, ast.Call) else None
+            if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args
+                    or isinstance(f, ast.Name) and f.id == "float" and len(n.args) == 1
+                    and dotted(n.args[0]).split(".")[0] in assigned
+                    or isinstance(f, ast.Attribute) and f.attr in ("cpu", "tolist")
+                    and not n.args and root_name(f.value) in device):
+                ctx.add("script.sync-in-step-loop", "warning", n, seen)
+            elif isinstance(f, ast.Name) and f.id in ("print", "int", "bool") and any(
+                    isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
+                    for arg in n.args for a in ast.walk(arg)):
+                ctx.add("script.sync-in-step-loop", "warning", n,
+                        seen + f"; `{f.id}` of a device value waits for the device")
+            elif isinstance(n, ast.If | ast.While) and any(
+                    isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
+                    for a in ast.walk(n.test)):
+                ctx.add("script.sync-in-step-loop", "warning", n,
+                        seen + "; Python control flow on a device value waits for the device")
+
+
+def _plain_use(ctx: Context, name: ast.Name) -> bool:
+    """``name`` used as a value (not ``name.shape``, ``name is None``, ``len(name)``)."""
+    parent = ctx.parents.get(name)
+    if isinstance(parent, ast.Attribute):
+        return False
+    if isinstance(parent, ast.Compare) and any(isinstance(o, ast.Is | ast.IsNot)
+                                               for o in parent.ops):
+        return False
+    return not (isinstance(parent, ast.Call) and last_name(parent) in ("len", "type",
+                                                                       "isinstance"))
+
+
+@rule("script.gpu-tiny-op",
+      "tiny tensor work placed on a GPU",
+      "each GPU op costs a launch and, for host constants, a copy (tens of us), far more "
+      "than the arithmetic on a few elements: CPU and GPU tie (~1x) or the CPU wins",
+      "keep tiny work on the CPU; to compare devices use tensors of 1000x1000 or more, "
+      "created on the device; or " + OPS)
+def gpu_tiny_op(ctx: Context) -> None:
+    for node in ast.walk(ctx.tree):
+        if not isinstance(node, ast.With):
+            continue
+        for item in node.items:
+            c = item.context_expr
+            if not (isinstance(c, ast.Call) and ctx.resolve(c.func) == "tensorflow.device"
+                    and c.args and isinstance(c.args[0], ast.Constant)
+                    and "gpu" in str(c.args[0].value).lower()):
+                continue
+            op = ctx.search(node.body, lambda n: ctx.is_small_tensor(n) or (
+                ctx.is_tensor_op(n) and any(isinstance(a, ast.Name) and a.id in ctx.small
+                                            for a in walk(n.args))))
+            if op is not None:
+                ctx.add("script.gpu-tiny-op", "warning", node,
+                        f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) works on a tiny constant "
+                        f"under tf.device({c.args[0].value!r})")

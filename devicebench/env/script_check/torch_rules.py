@@ -1,0 +1,224 @@
+"""Rules for feeding and sizing work on an accelerator (mostly PyTorch idioms)."""
+
+from __future__ import annotations
+
+import ast
+
+from devicebench.env.script_check.ast_tools import (
+    LOOPS,
+    const,
+    dotted,
+    keyword,
+    last_name,
+    skip_in_step,
+    walk,
+)
+from devicebench.env.script_check.context import Context, rule
+
+_PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
+             "load", "resize", "convert")
+
+
+def _accelerator(ctx: Context) -> str:
+    """"cuda" / "mps" when the script puts work on one, "" otherwise."""
+    text = "\n".join(ctx.lines)
+    for dev in ("cuda", "mps"):
+        if f"'{dev}" in text or f'"{dev}' in text or f".{dev}(" in text:
+            return dev
+    return ""
+
+
+def _per_item_work(ctx: Context, dataset: ast.AST) -> str:
+    """What per-item Python work the dataset does, "" if none is visible."""
+    value = ctx.value_of(dataset.id) if isinstance(dataset, ast.Name) else dataset
+    if not isinstance(value, ast.Call):
+        return ""
+    q = ctx.resolve(value.func)
+    if q.startswith("torchvision.datasets.") and keyword(value, "transform") is not None:
+        return f"`{last_name(value)}` decodes a PIL image and runs its transform per item"
+    cls = ctx.classes.get(value.func.id) if isinstance(value.func, ast.Name) else None
+    getitem = next((f for f in (cls.body if cls else []) if isinstance(f, ast.FunctionDef)
+                    and f.name == "__getitem__"), None)
+    hits = sorted((min(i for i, k in enumerate(_PER_ITEM) if k in dotted(n.func)), n.lineno,
+                   dotted(n.func)) for n in (ast.walk(getitem) if getitem else ())
+                  if isinstance(n, ast.Call) and any(k in dotted(n.func) for k in _PER_ITEM))
+    if cls is None or not hits:
+        return ""
+    return f"`{cls.name}.__getitem__` calls `{hits[0][2]}` per item"
+
+
+@rule("script.dataloader-workers",
+      "DataLoader does per-item Python work in the training process",
+      "{work}: with `num_workers=0` that runs in the main process between steps, so the "
+      "{dev} waits for every batch (GPU utilisation drops to a fraction)",
+      "load in parallel: `DataLoader(..., num_workers=4, pin_memory=True, "
+      "persistent_workers=True)` (start at the number of cores; on macOS and Windows the "
+      "training code must sit under `if __name__ == \"__main__\":`); for a small dataset "
+      "preprocess once into tensors on the device instead")
+def dataloader_workers(ctx: Context) -> None:
+    dev = _accelerator(ctx)
+    if not dev:
+        return
+    for call in ctx.calls():
+        if last_name(call) != "DataLoader" or not call.args:
+            continue
+        workers = keyword(call, "num_workers")
+        if workers is not None and const(workers) != 0 or any(k.arg is None
+                                                              for k in call.keywords):
+            continue  # workers set, or unknown (`**loader_kwargs`)
+        work = _per_item_work(ctx, call.args[0])
+        if work:
+            ctx.add("script.dataloader-workers", "warning", call,
+                    f"{work}; num_workers is {'0' if workers is not None else 'not set (0)'}",
+                    work=work.replace("`", ""), dev=dev.upper() if dev == "mps" else "GPU")
+
+
+_TO_DEVICE = ("to", "cuda")
+
+
+def _device_arg(ctx: Context, call: ast.Call) -> bool:
+    """``x.to(...)`` names a device: ``device``, ``"cuda"``, ``torch.device(...)``."""
+    args = [*call.args, *(k.value for k in call.keywords if k.arg == "device")]
+    for a in args:
+        text = ast.unparse(a).lower()
+        if "dev" in text or "cuda" in text or "mps" in text or "gpu" in text:
+            return True
+    return False
+
+
+def _whole_data(ctx: Context, name: str) -> bool:
+    """``name`` holds a whole dataset in host memory (built outside the loop)."""
+    value = ctx.value_of(name)
+    if not isinstance(value, ast.Call) or keyword(value, "device") is not None:
+        return False
+    q = ctx.resolve(value.func)
+    return q.startswith(("numpy.", "torch.")) or last_name(value) in (
+        "load_data", "from_numpy", "tensor", "read_csv", "to_numpy", "float", "load")
+
+
+@rule("script.per-step-copy",
+      "the same host data copied to the device on every step",
+      "`{data}` is held in host memory as a whole and a slice of it is copied to the "
+      "device each step: a synchronous host-to-device transfer (pageable memory) the device "
+      "waits for, repeated every epoch",
+      "if it fits in device memory, move it once before the loop (`{data} = "
+      "{data}.to(device)`) and slice on the device; otherwise use a DataLoader with "
+      "`pin_memory=True` and `.to(device, non_blocking=True)`")
+def per_step_copy(ctx: Context) -> None:
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS):
+            continue
+        for n in walk(loop.body, skip_in_step):
+            if not (isinstance(n, ast.Call) and (
+                    last_name(n) in _TO_DEVICE and isinstance(n.func, ast.Attribute)
+                    or ctx.resolve(n.func) == "jax.device_put")):
+                continue
+            target = n.func.value if last_name(n) in _TO_DEVICE else (  # type: ignore[union-attr]
+                n.args[0] if n.args else None)
+            if last_name(n) == "to" and not _device_arg(ctx, n):
+                continue  # .to(torch.float32): a dtype change, not a copy to the device
+            sub = next((s for s in ast.walk(target) if isinstance(s, ast.Subscript)
+                        and isinstance(s.slice, ast.Slice | ast.Name | ast.BinOp)), None) \
+                if target is not None else None
+            data = dotted(sub.value) if sub is not None else ""
+            loop_vars = {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)} \
+                if isinstance(loop, ast.For) else set()
+            if data.isidentifier() and data not in loop_vars and _whole_data(ctx, data):
+                ctx.add("script.per-step-copy", "warning", n,
+                        f"inside the loop at {ctx.line(loop.lineno)}", data=data)
+
+
+_TENSOR_FROM = ("torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
+                "torch.as_tensor", "jax.numpy.array", "jax.numpy.asarray", "tensorflow.constant",
+                "tensorflow.convert_to_tensor")
+
+
+@rule("script.list-batches",
+      "batch built from a Python list on every step",
+      "building the batch element by element in Python and converting the list costs "
+      "Python time per element and a fresh host-to-device copy per step; the device waits "
+      "for it",
+      "convert the dataset to one tensor/array once before the loop and index it with a "
+      "tensor of indices (`xb = X[idx]`, `idx = torch.randperm(n, device=device)[:bs]`), "
+      "or use a `TensorDataset` + `DataLoader`")
+def list_batches(ctx: Context) -> None:
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS) or ctx.search(loop.body, ctx.is_step,
+                                                     skip_in_step) is None:
+            continue
+        direct = list(walk(loop.body, skip_in_step))
+        appended = {dotted(c.func.value) for c in ast.walk(loop) if isinstance(c, ast.Call)
+                    and last_name(c) == "append" and isinstance(c.func, ast.Attribute)}
+        built = {t.id for s in direct if isinstance(s, ast.Assign) and isinstance(
+            s.value, ast.ListComp) for t in s.targets if isinstance(t, ast.Name)} | appended
+        for n in direct:
+            if not (isinstance(n, ast.Call) and ctx.resolve(n.func) in _TENSOR_FROM and n.args):
+                continue
+            arg = n.args[0]
+            if isinstance(arg, ast.ListComp) or isinstance(arg, ast.Name) and arg.id in built:
+                ctx.add("script.list-batches", "warning", n,
+                        f"inside the training loop at {ctx.line(loop.lineno)}")
+
+
+def _params(ctx: Context, call: ast.Call) -> int | None:
+    """Parameter count of a torch.nn layer from literal sizes; None when unknown."""
+    name = last_name(call)
+    nums = [const(a) for a in call.args]
+    ints = [v for v in nums if isinstance(v, int) and not isinstance(v, bool)]
+    if name in ("Linear", "Bilinear") and len(ints) >= 2:
+        return ints[0] * ints[1] + ints[1]
+    if name.startswith("Conv") and len(ints) >= 3:
+        return ints[0] * ints[1] * ints[2] ** (int(name[4]) if name[4:5].isdigit() else 2)
+    if name in ("LSTM", "GRU", "RNN") and len(ints) >= 2:
+        gates = {"LSTM": 4, "GRU": 3}.get(name, 1)
+        layers = const(keyword(call, "num_layers")) or 1
+        return gates * (ints[0] * ints[1] + ints[1] ** 2 + 2 * ints[1]) * layers  # type: ignore[operator]
+    if name == "Embedding" and len(ints) >= 2:
+        return ints[0] * ints[1]
+    if name == "TransformerEncoderLayer":
+        d = const(keyword(call, "d_model")) or (ints[0] if ints else None)
+        ff = const(keyword(call, "dim_feedforward")) or 2048
+        return 4 * d * d + 2 * d * ff if isinstance(d, int) else None  # type: ignore[operator]
+    if name in ("ReLU", "Sigmoid", "Tanh", "Dropout", "Flatten", "Sequential", "Softmax",
+                "TransformerEncoder", "LogSoftmax", "MSELoss", "CrossEntropyLoss", "BCELoss",
+                "BCEWithLogitsLoss", "Identity", "GELU", "LayerNorm", "BatchNorm1d"):
+        return 0
+    return None
+
+
+_TINY_PARAMS = 100_000
+
+
+@rule("script.tiny-model-on-gpu",
+      "a model of ~{params} parameters put on the {dev}",
+      "each step launches dozens of kernels of a few microseconds of arithmetic each: the "
+      "step is bound by launch and Python overhead, the {dev} mostly idles, and the CPU is "
+      "usually as fast or faster (ml-explore/mlx-examples#26, pytorch/pytorch#122973)",
+      "measure both before choosing (on the CPU: the same script with `device = \"cpu\"`); "
+      "to make the "
+      "accelerator pay off give it more work per step (batch size in the thousands), or "
+      "compile the step (`torch.compile(model)`)")
+def tiny_model_on_gpu(ctx: Context) -> None:
+    dev = _accelerator(ctx)
+    if not dev or not ctx.uses("torch"):
+        return
+    layers = [c for c in ctx.calls() if ctx.resolve(c.func).startswith("torch.nn.")
+              and last_name(c)[:1].isupper()]
+    sizes = [_params(ctx, c) for c in layers]
+    if not layers or None in sizes or any(last_name(c) == "Module" for c in layers):
+        return
+    total = sum(sizes)  # type: ignore[arg-type]
+    if total == 0 or total > _TINY_PARAMS:
+        return
+    for call in ctx.calls():
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr in _TO_DEVICE):
+            continue
+        recv = call.func.value
+        if isinstance(recv, ast.Name) and recv.id in ctx.models or isinstance(
+                recv, ast.Call) and ctx.resolve(recv.func).startswith("torch.nn.") or (
+                isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name)
+                and recv.func.id in ctx.classes):
+            ctx.add("script.tiny-model-on-gpu", "warning", call,
+                    f"{len(layers)} layer(s), ~{total:,} parameters counted from their sizes",
+                    params=f"{total:,}", dev="MPS GPU" if dev == "mps" else "GPU")
+            return
