@@ -499,6 +499,11 @@ def advise_workload(
                 f"(in-graph mode; lost in the noise or not measured): run {command} on a "
                 "quiet machine for the dispatch reason")
     result.elapsed_s = clock() - budget.start
+    if result.elapsed_s > 1.1 * budget_s:
+        result.notes.append(
+            f"took {result.elapsed_s:.0f} s of a {budget_s:.0f} s budget: setting up the "
+            "baseline and its first comparison and three interleaved rounds (the least a "
+            "CI needs) cost more than the budget here; raise --budget")
     return result
 
 

@@ -112,7 +112,9 @@ class SearchBudget:
         fewer than 3: a CI needs them)."""
         live = list(live)
         round_s = sum(block_estimate([r]) for r in live) or TARGET_BLOCK_S
-        fits = int(self.left() // round_s)
+        # A trial's first blocks are warm-up (about two blocks, not samples).
+        warmup_s = sum(2 * block_estimate([r]) for r in live if r.warmup_seconds is None)
+        fits = int((self.left() - warmup_s) // round_s)
         return RunOptions(min_rounds=max(3, min(FINAL_MIN_ROUNDS, fits)), max_rounds=30,
                           budget_seconds=max(1.0, self.left()),
                           block_timeout=self.block_timeout)

@@ -26,8 +26,13 @@ from devicebench.trials.spec import TrialSpec
 from devicebench.workloads import get_workload
 
 
-def record_from_result(r: TrialResult, source: str) -> TrialRecord:
-    """A live trial's result as a profile record (raw per-block step times kept)."""
+def record_from_result(r: TrialResult, source: str, imported_with: int = 1,
+                       cores: int | None = None) -> TrialRecord:
+    """A live trial's result as a profile record (raw per-block step times kept). Its
+    import ran beside ``imported_with`` others' on ``cores`` cores: the record keeps one
+    import alone, t x cores / imports (CPU-bound imports share the cores), and a replay
+    charges it again for as many imports at once as it starts."""
+    share = min(1.0, (cores or imported_with) / max(imported_with, 1))
     steps = r.step_samples
     if r.status == "ok" and not steps and r.setup_step_seconds:
         steps = [r.setup_step_seconds]  # set up, never timed: its set-up figure
@@ -36,7 +41,8 @@ def record_from_result(r: TrialResult, source: str) -> TrialRecord:
         spec=r.spec, origin="measured", source=source,
         status=r.status if (r.status != "ok" or steps) else "error",
         error=r.error or ("" if steps else "no step time measured"),
-        import_seconds=r.import_seconds or 0.0, setup_seconds=r.setup_seconds or 0.0,
+        import_seconds=(r.import_seconds or 0.0) * share,
+        setup_seconds=r.setup_seconds or 0.0,
         first_step_seconds=r.first_step_seconds, warmup_seconds=r.warmup_seconds or 0.0,
         step_seconds=steps, setup_step_seconds=r.setup_step_seconds,
         batch_size=r.batch_size, steps_per_epoch=max(r.steps_per_epoch, 1),
@@ -96,7 +102,9 @@ def record_profile(name: str, label: str, snapshot: EnvSnapshot, workloads: list
         out = sweep(specs, budget_s=budget_s, equivalence_steps=equivalence_steps,
                     max_rounds=max_rounds)
         source = f"devicebench profile record ({time.strftime('%Y-%m-%d')})"
-        records[w] = [record_from_result(r, source) for r in out["results"].values()]
+        cores = snapshot.host.cpu_cores_logical
+        records[w] = [record_from_result(r, source, len(specs), cores)
+                      for r in out["results"].values()]
         note = (f"{w}: {len(specs)} configurations, set-up {out['setup_s']:.0f} s, "
                 f"{out['rounds']} interleaved rounds, {out['seconds']:.0f} s in all")
         notes.append(note)

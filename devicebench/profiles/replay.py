@@ -41,13 +41,39 @@ class VirtualClock:
         self.now = max(self.now, t)
 
 
+class ImportWave:
+    """Workers that start together import their frameworks at once; on a machine with
+    ``cores`` CPU cores, k CPU-bound imports at once each take about max(1, k / cores)
+    times one import alone (records hold the import of one worker alone)."""
+
+    def __init__(self, cores: int | None) -> None:
+        self.cores = cores
+        self.size = 0
+        self.open = False
+
+    def join(self) -> None:
+        if not self.open:
+            self.size, self.open = 0, True
+        self.size += 1
+
+    def close(self) -> None:
+        self.open = False
+
+    def seconds(self, alone: float) -> float:
+        if not self.cores:
+            return alone
+        return alone * max(1.0, self.size / self.cores)
+
+
 class ReplayWorker:
     """One trial's worker, served from its profile record."""
 
-    def __init__(self, spec: TrialSpec, record: TrialRecord, clock: VirtualClock) -> None:
+    def __init__(self, spec: TrialSpec, record: TrialRecord, clock: VirtualClock,
+                 imports: ImportWave | None = None) -> None:
         self.spec = spec
         self.record = record
         self.clock = clock
+        self.imports = imports or ImportWave(None)
         self._pending: dict[str, Any] | None = None
         self._ready_at = 0.0
         self._block = 0
@@ -58,8 +84,9 @@ class ReplayWorker:
     def send(self, message: dict[str, Any]) -> None:
         cmd = message.get("cmd")
         if cmd == "prepare":  # workers start together: imports overlap
-            self._ready_at = self.clock.now + self.record.import_seconds
+            self.imports.join()
             self._pending = {"ok": True, "import_seconds": self.record.import_seconds}
+            self._ready_at = self.clock.now
         elif cmd == "finish":
             r = self.record
             self._pending = {"ok": True, "peak_device_memory_bytes": r.peak_device_memory_bytes,
@@ -72,7 +99,9 @@ class ReplayWorker:
         if reply is None:
             raise WorkerFailure("crashed", "replay: receive without a command")
         if "import_seconds" in reply and len(reply) == 2:
-            self.clock.advance_to(self._ready_at)
+            took = self.imports.seconds(self.record.import_seconds)
+            reply["import_seconds"] = took
+            self.clock.advance_to(self._ready_at + took)
         return reply
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -96,6 +125,7 @@ class ReplayWorker:
     # -- answers ----------------------------------------------------------------------
     def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         cmd = message.get("cmd")
+        self.imports.close()
         if cmd == "setup":
             return self._setup(message)
         if cmd == "measure":
@@ -160,12 +190,14 @@ def replay_launcher(profile: MachineProfile, clock: VirtualClock
     """A ``start_worker`` for :class:`devicebench.trials.engine.TrialGroup` that serves
     ``profile``; a spec the profile lacks fails at once as ``skipped``."""
 
+    imports = ImportWave(profile.snapshot.get("host", {}).get("cpu_cores_logical"))
+
     def start(spec: TrialSpec) -> ReplayWorker:
         record = profile.record(spec)
         if record is None:
             raise WorkerFailure("skipped", f"{spec.label} is absent from the "
                                 f"{profile.name} profile (not measured there)")
-        return ReplayWorker(spec, record, clock)
+        return ReplayWorker(spec, record, clock, imports)
 
     return start
 
