@@ -162,9 +162,10 @@ def search(
     one of them could still win; then prune them rung by rung.
 
     The first batch (the baseline and ``protected``, else the first candidate) measures
-    what a trial costs. After each
-    batch the unsafe are dropped and the far slower screened out (set-up steps
-    SCREEN_FACTOR times the fastest). The next batch takes, in order of their lower
+    what a trial costs. After each batch the unsafe are dropped and the far slower
+    screened out (set-up steps SCREEN_FACTOR times the fastest). A knob flip waits until
+    its backend and device were measured at their defaults. The next batch takes, in
+    order of their lower
     bound on step time (:func:`devicebench.advisor.budget.step_lower_bound`), the
     untried candidates whose bound is below the fastest safe step measured — the ones
     that could still win — as many as the measured costs fit before the set-up deadline.
