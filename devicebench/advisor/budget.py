@@ -32,6 +32,7 @@ WHOLE_EPOCH_S = 3.0
 # torch.compile 2.0x and bf16 1.4x (H200, CPU VM). A flip is assumed to win at most this
 # much until it is measured — the same factor the screen uses the other way.
 KNOB_MAX_SPEEDUP = 4.0
+UNMEASURED_BACKEND_FACTOR = 2.0  # see CostModel.setup_seconds
 
 
 @dataclass
@@ -165,7 +166,14 @@ class CostModel:
         return self._pick(spec, lambda r: r.import_seconds) or 0.0
 
     def setup_seconds(self, spec: TrialSpec) -> float:
-        return self._pick(spec, setup_cost) or 0.0
+        """A backend measured here: its dearest set-up (same device first). A backend not
+        measured yet: twice the dearest set-up of any (live: mnist-cnn's JAX and torch
+        set-ups took 2-3x TensorFlow's here, and one set-up cannot be cut short)."""
+        cost = self._pick(spec, setup_cost) or 0.0
+        if not any(s.backend == spec.backend and setup_cost(r) is not None
+                   for s, r in self.results.items()):
+            cost *= UNMEASURED_BACKEND_FACTOR
+        return cost
 
     def batch_cost(self, specs: list[TrialSpec]) -> float:
         if not specs:

@@ -85,7 +85,8 @@ class Group(Protocol):
     def live(self) -> list[TrialSpec]: ...
     @property
     def rounds_done(self) -> int: ...
-    def add(self, specs: list[TrialSpec], until: float | None = None) -> None: ...
+    def add(self, specs: list[TrialSpec],
+            start_by: dict[TrialSpec, float] | None = None) -> None: ...
     def measure(self, options: RunOptions,
                 enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None
                 ) -> int: ...
@@ -183,9 +184,12 @@ def search(
     tried: list[TrialSpec] = []
     costs = CostModel(group.results)
 
-    def set_up(batch: list[TrialSpec], until: float | None = None) -> None:
+    def set_up(batch: list[TrialSpec], deadline: float | None = None) -> None:
+        # Each set-up starts only if, at its measured cost, it ends by the deadline.
+        start_by = ({s: deadline - costs.setup_seconds(s) for s in batch}
+                    if deadline is not None else None)
         group.add(([baseline] if baseline not in group.results else []) + batch,
-                  until=until)
+                  start_by=start_by)
         tried.extend(batch)
         for spec in batch:
             out = outcomes[spec]
@@ -249,7 +253,7 @@ def search(
             stop = (f"budget {budget.total_s:.0f} s: not tried "
                     f"{', '.join(c.label for c in hopeful)} (raise --budget to include them)")
             break
-        set_up(batch, until=deadline)
+        set_up(batch, deadline)
     rung_s = 0.0
     contenders = [s for s in alive if s not in protected]
     for rung, options in enumerate(rung_options or budget.rung_options()):

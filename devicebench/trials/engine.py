@@ -205,10 +205,12 @@ class TrialGroup:
             self._done(spec)
             return None
 
-    def add(self, specs: list[TrialSpec], until: float | None = None) -> None:
+    def add(self, specs: list[TrialSpec],
+            start_by: dict[TrialSpec, float] | None = None) -> None:
         """Start workers for ``specs`` (imports overlap), then set each up in turn; a
-        trial (not the reference) whose set-up would start after ``until`` (on this
-        group's clock) is not set up: it ends as ``skipped`` (a search's budget)."""
+        trial (not the reference) whose set-up would start after its ``start_by`` time
+        (on this group's clock) is not set up: it ends as ``skipped`` (a search's
+        budget)."""
         new = [s for s in dict.fromkeys(specs) if s not in self.results]
         if self.reference in new:  # the reference sets up first: others copy its weights
             new.remove(self.reference)
@@ -231,7 +233,8 @@ class TrialGroup:
         for spec in new:
             if spec in self.finished:
                 continue
-            if until is not None and spec != self.reference and self._clock() > until:
+            latest = (start_by or {}).get(spec)
+            if latest is not None and spec != self.reference and self._clock() > latest:
                 _fail(self.results[spec], WorkerFailure(
                     "skipped", "budget: its set-up would have started after the search's "
                     "set-up deadline"))

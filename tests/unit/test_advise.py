@@ -73,7 +73,7 @@ class FakeGroup:
     def live(self):
         return [s for s in self.order if s not in self.finished]
 
-    def add(self, specs, until=None):
+    def add(self, specs, start_by=None):
         for s in specs:
             self.order.append(s)
             if s in self.crash:
