@@ -252,6 +252,18 @@ class Context:
         return cur
 
     # -- search ---------------------------------------------------------------------
+    def gpu_device_scopes(self) -> Iterator[tuple[ast.With, str]]:
+        """Every ``with tf.device("...GPU...")`` block, with the device string."""
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.With):
+                continue
+            for item in node.items:
+                c = item.context_expr
+                if (isinstance(c, ast.Call) and self.resolve(c.func) == "tensorflow.device"
+                        and c.args and isinstance(c.args[0], ast.Constant)
+                        and "gpu" in str(c.args[0].value).lower()):
+                    yield node, str(c.args[0].value)
+
     def search(self, roots: Iterable[ast.AST], pred: Callable[[ast.AST], bool],
                skip: Callable[[ast.AST], bool] | None = None, depth: int = 3,
                seen: set[str] | None = None) -> ast.AST | None:

@@ -184,19 +184,11 @@ def training_true_in_eval(ctx: Context) -> None:
       "step with `@tf.function` / let `model.fit` do it; to compare devices use "
       "`devicebench run WORKLOAD --device cpu,gpu:0` (your model as `file.py:function`)")
 def device_scope_loop(ctx: Context) -> None:
-    for node in ast.walk(ctx.tree):
-        if not isinstance(node, ast.With):
-            continue
-        for item in node.items:
-            c = item.context_expr
-            if not (isinstance(c, ast.Call) and ctx.resolve(c.func) == "tensorflow.device"
-                    and c.args and isinstance(c.args[0], ast.Constant)
-                    and "gpu" in str(c.args[0].value).lower()):
-                continue
-            loop = next((n for n in walk(node.body) if isinstance(n, LOOPS) and ctx.search(
-                n.body, ctx.is_step) is not None or isinstance(n, ast.Call)
-                and last_name(n) == "fit"), None)
-            if loop is not None:
-                ctx.add("script.device-scope-loop", "info", node,
-                        f"the scope holds `{ctx.code(loop.lineno)}` ({ctx.line(loop.lineno)})",
-                        dev=str(c.args[0].value))
+    for node, dev in ctx.gpu_device_scopes():
+        loop = next((n for n in walk(node.body) if isinstance(n, LOOPS) and ctx.search(
+            n.body, ctx.is_step) is not None or isinstance(n, ast.Call)
+            and last_name(n) == "fit"), None)
+        if loop is not None:
+            ctx.add("script.device-scope-loop", "info", node,
+                    f"the scope holds `{ctx.code(loop.lineno)}` ({ctx.line(loop.lineno)})",
+                    dev=dev)

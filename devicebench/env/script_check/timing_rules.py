@@ -216,19 +216,11 @@ def _plain_use(ctx: Context, name: ast.Name) -> bool:
       "keep tiny work on the CPU; to compare devices use tensors of 1000x1000 or more, "
       "created on the device; or " + OPS)
 def gpu_tiny_op(ctx: Context) -> None:
-    for node in ast.walk(ctx.tree):
-        if not isinstance(node, ast.With):
-            continue
-        for item in node.items:
-            c = item.context_expr
-            if not (isinstance(c, ast.Call) and ctx.resolve(c.func) == "tensorflow.device"
-                    and c.args and isinstance(c.args[0], ast.Constant)
-                    and "gpu" in str(c.args[0].value).lower()):
-                continue
-            op = ctx.search(node.body, lambda n: ctx.is_small_tensor(n) or (
-                ctx.is_tensor_op(n) and any(isinstance(a, ast.Name) and a.id in ctx.small
-                                            for a in walk(n.args))))
-            if op is not None:
-                ctx.add("script.gpu-tiny-op", "warning", node,
-                        f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) works on a tiny constant "
-                        f"under tf.device({c.args[0].value!r})")
+    for node, dev in ctx.gpu_device_scopes():
+        op = ctx.search(node.body, lambda n: ctx.is_small_tensor(n) or (
+            ctx.is_tensor_op(n) and any(isinstance(a, ast.Name) and a.id in ctx.small
+                                        for a in walk(n.args))))
+        if op is not None:
+            ctx.add("script.gpu-tiny-op", "warning", node,
+                    f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) works on a tiny constant "
+                    f"under tf.device({dev!r})")
