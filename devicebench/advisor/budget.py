@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from devicebench.advisor.figures import DeviceFigures
+from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, WHOLE_EPOCH_SECONDS
 from devicebench.trials.engine import RunOptions
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -23,10 +24,6 @@ RUNG_SHARE = 0.75
 FINAL_MIN_ROUNDS = 6
 FINAL_TRIALS = 4  # the baseline, the headline's partner and two finalists
 RUNG_ROUNDS = 4
-# As the worker cuts timed blocks (devicebench.trials.worker): whole epochs when every
-# live trial's epoch is at most WHOLE_EPOCH_S, else K steps of about TARGET_BLOCK_S.
-TARGET_BLOCK_S = 0.25
-WHOLE_EPOCH_S = 3.0
 # The most a knob flip (jit, precision, input pipeline, threads) on the same backend and
 # device has been measured to win: TF jit=on 2.7x on seed-rnn (this project's CPU VM),
 # torch.compile 2.0x and bf16 1.4x (H200, CPU VM). A flip is assumed to win at most this
@@ -112,7 +109,7 @@ class SearchBudget:
         as many as the rest of the budget holds at the live trials' block lengths (never
         fewer than 3: a CI needs them)."""
         live = list(live)
-        round_s = sum(block_estimate([r]) for r in live) or TARGET_BLOCK_S
+        round_s = sum(block_estimate([r]) for r in live) or TARGET_BLOCK_SECONDS
         # A trial's first blocks are warm-up (about two blocks, not samples).
         warmup_s = sum(2 * block_estimate([r]) for r in live if r.warmup_seconds is None)
         fits = int((self.left() - warmup_s) // round_s)
@@ -123,15 +120,15 @@ class SearchBudget:
 
 def block_estimate(results: Iterable[TrialResult]) -> float:
     """The longest timed block expected among ``results`` (from their set-up steps):
-    whole epochs when all of them are short, else K steps of about TARGET_BLOCK_S (at
+    whole epochs when all of them are short, else K steps of about TARGET_BLOCK_SECONDS (at
     least one step)."""
     ok = [r for r in results if r.status == "ok" and r.setup_step_seconds]
     if not ok:
-        return TARGET_BLOCK_S
+        return TARGET_BLOCK_SECONDS
     epochs = [r.setup_step_seconds * max(r.steps_per_epoch, 1) for r in ok]
-    if max(epochs) <= WHOLE_EPOCH_S:
-        return max(TARGET_BLOCK_S, max(epochs))
-    return max(TARGET_BLOCK_S, max(r.setup_step_seconds for r in ok))
+    if max(epochs) <= WHOLE_EPOCH_SECONDS:
+        return max(TARGET_BLOCK_SECONDS, max(epochs))
+    return max(TARGET_BLOCK_SECONDS, max(r.setup_step_seconds for r in ok))
 
 
 def setup_cost(r: TrialResult) -> float | None:

@@ -15,14 +15,13 @@ from typing import Any
 
 from devicebench.launch.worker import WorkerFailure
 from devicebench.profiles.profile import MachineProfile, TrialRecord
+from devicebench.trials.blocks import (
+    MIN_EQUIVALENCE_STEPS,
+    SCREEN_MIN_STEPS,
+    TARGET_BLOCK_SECONDS,
+    plan_blocks,
+)
 from devicebench.trials.spec import TrialSpec
-
-# As the real worker cuts blocks (devicebench.trials.worker): K full batches of about
-# this long, or whole epochs (up to 8 per block).
-TARGET_BLOCK_SECONDS = 0.25
-MAX_EPOCHS_PER_BLOCK = 8
-MIN_EQUIVALENCE_STEPS = 10
-SCREEN_MIN_STEPS = 5
 
 
 class VirtualClock:
@@ -166,13 +165,8 @@ class ReplayWorker:
 
     def _measure(self, whole_epochs: bool) -> dict[str, Any]:
         r = self.record
-        per_step = max(self._step_estimate, 1e-9)
-        if whole_epochs:
-            epochs = min(MAX_EPOCHS_PER_BLOCK, max(1, math.ceil(
-                TARGET_BLOCK_SECONDS / max(per_step * r.steps_per_epoch, 1e-6))))
-            k = r.steps_per_epoch * epochs
-        else:
-            k = max(1, min(math.ceil(TARGET_BLOCK_SECONDS / per_step), r.steps_per_epoch))
+        k = plan_blocks(self._step_estimate, r.steps_per_epoch, whole_epochs,
+                        self.spec.steps_per_execution).steps_per_block
         reply: dict[str, Any] = {"ok": True, "steps_per_block": k, "loss": r.final_loss}
         if not self._warmed:
             self._warmed = True

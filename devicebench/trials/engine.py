@@ -18,6 +18,7 @@ from typing import Any
 from devicebench.advisor.equivalence import compare_losses, tolerance_for
 from devicebench.errors import strip_ansi
 from devicebench.launch import Worker, WorkerFailure, WorkerProcess, worker_env
+from devicebench.trials.blocks import WHOLE_EPOCH_SECONDS
 from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
 
@@ -57,7 +58,7 @@ class RunOptions:
     import_timeout: float = 600.0
     block_timeout: float = 120.0
     memory_limit_bytes: int | None = None
-    whole_epoch_seconds: float = 3.0
+    whole_epoch_seconds: float = WHOLE_EPOCH_SECONDS
     max_warmup_seconds: float = 60.0
 
 

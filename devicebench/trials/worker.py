@@ -27,17 +27,16 @@ import numpy as np
 from devicebench.errors import exception_line, strip_ansi
 from devicebench.launch.child import Channel, die_with_parent
 from devicebench.measure.stats import settled
+from devicebench.trials.blocks import (
+    MIN_EQUIVALENCE_STEPS,
+    SCREEN_MIN_STEPS,
+    TARGET_BLOCK_SECONDS,
+    plan_blocks,
+)
 from devicebench.trials.spec import TrialSpec
 
-TARGET_BLOCK_SECONDS = 0.25
 MAX_WARMUP_BLOCKS = 8
 CHECKPOINT_STEPS = (1, 10, 25, 50, 100, 200)
-MAX_EPOCHS_PER_BLOCK = 8
-# Fewest equivalence steps a time cap may leave (a slow candidate still gets a loss check).
-MIN_EQUIVALENCE_STEPS = 10
-# Steps (the first included) after which a trial already slower than the parent's
-# screening threshold stops its equivalence steps: it will not be timed.
-SCREEN_MIN_STEPS = 5
 # Below this per-step time, on a backend whose train_on_batch calls carry their own
 # overhead (``TRAIN_ON_BATCH_OVERHEAD`` in its module: JAX), the step estimate is
 # measured again with short fits. Not on TensorFlow: its set-up steps are within ~15% of
@@ -257,20 +256,10 @@ class TrialSession:
         for the user: shuffling, the last partial batch and per-epoch overhead included),
         or K full batches of about TARGET_BLOCK_SECONDS (for long epochs). The parent
         picks one way for every trial it compares, so their blocks measure alike."""
-        per_step = self._step_estimate
-        if whole_epochs:
-            epoch_estimate = per_step * self.steps_per_epoch
-            self.epochs_per_block = min(MAX_EPOCHS_PER_BLOCK, max(
-                1, math.ceil(TARGET_BLOCK_SECONDS / max(epoch_estimate, 1e-6))))
-            self.fit_steps = None
-            self.steps_per_block = self.steps_per_epoch * self.epochs_per_block
-            return
-        spe_exec = self.spec.steps_per_execution
-        k = max(1, math.ceil(TARGET_BLOCK_SECONDS / max(per_step, 1e-6)))
-        k = max(spe_exec, min(k, self.steps_per_epoch) // spe_exec * spe_exec)
-        self.epochs_per_block = 1
-        self.fit_steps = k
-        self.steps_per_block = k
+        plan = plan_blocks(self._step_estimate, self.steps_per_epoch, whole_epochs,
+                           self.spec.steps_per_execution)
+        self.epochs_per_block, self.fit_steps = plan.epochs_per_block, plan.fit_steps
+        self.steps_per_block = plan.steps_per_block
 
     # -- timed blocks -----------------------------------------------------------------
     def run_blocks(self, channel: Channel, whole_epochs: bool = True) -> None:

@@ -198,9 +198,9 @@ def test_set_up_step_times_and_early_stop_under_a_screening_threshold():
     """Each trial's set-up times its steps (on JAX, whose train_on_batch copies every
     variable each call, with short fits); under a screening threshold a trial already
     slower stops its equivalence steps early and its loss verdict says over how many."""
+    from devicebench.trials.blocks import SCREEN_MIN_STEPS
     from devicebench.trials.engine import RunOptions, TrialGroup
     from devicebench.trials.spec import TrialSpec
-    from devicebench.trials.worker import SCREEN_MIN_STEPS
 
     base = TrialSpec(f"{W}:tiny")
     jax, xla = base.with_(backend="jax"), base.with_(jit="on")
