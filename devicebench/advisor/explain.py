@@ -42,7 +42,8 @@ class Evidence:
     epochs: int = 10  # the training one-time costs are weighed against
 
 
-def _ms(s: float) -> str:
+def fmt_time(s: float) -> str:
+    """Seconds as ms, µs or ns, three significant figures (for the reasons' text)."""
     if s >= 1e-3:
         return f"{s * 1e3:.3g} ms"
     return f"{s * 1e6:.3g} µs" if s >= 1e-6 else f"{s * 1e9:.3g} ns"
@@ -94,7 +95,7 @@ def overhead_bound(ev: Evidence) -> list[Reason]:
     if frac >= OVERHEAD_BOUND_FRACTION:
         return []
     return [Reason("overhead-bound", (
-        f"overhead-bound: {b.flops_per_step:,.0f} FLOPs per step in {_ms(step)} is "
+        f"overhead-bound: {b.flops_per_step:,.0f} FLOPs per step in {fmt_time(step)} is "
         f"{achieved:.3g} GFLOP/s, {frac * 100:.2g}% of this {b.spec.device}'s measured "
         f"{ev.device_gflops:.0f} GFLOP/s matmul rate ({ev.device_rate_source}); the step "
         "time is spent dispatching "
@@ -143,10 +144,10 @@ def dispatch_cost(ev: Evidence) -> list[Reason]:
     else:
         verdict = "dispatch is a part of the step, not all of it"
     return [Reason("dispatch-cost", (
-        f"dispatch: {count}; at {_ms(per_op)} per op inside a graph on "
+        f"dispatch: {count}; at {fmt_time(per_op)} per op inside a graph on "
         f"tensorflow/{f.device} ({f.source}, in-graph mode: the cheapest op measured, "
         f"{f.per_op_labels.get('tensorflow', '?')}) that is "
-        f"{word}{_ms(cost)} of the {_ms(step)} step ({share:.0%}): {verdict}"))]
+        f"{word}{fmt_time(cost)} of the {fmt_time(step)} step ({share:.0%}): {verdict}"))]
 
 
 def recurrent_loop(ev: Evidence) -> list[Reason]:
@@ -170,8 +171,8 @@ def recurrent_loop(ev: Evidence) -> list[Reason]:
     return [Reason("recurrent-loop", (
         f"recurrent loop: on the TensorFlow backend Keras runs the RNN as a tf.while_loop "
         f"that launches a few tiny ops per timestep; the JAX backend compiles the whole loop "
-        f"(lax.scan) into one XLA program: best TF {_ms(s_tf)}/step "
-        f"({best_tf.spec.label}) vs JAX {_ms(s_jax)}/step, {ratio:.1f}x{pair.source}"))]
+        f"(lax.scan) into one XLA program: best TF {fmt_time(s_tf)}/step "
+        f"({best_tf.spec.label}) vs JAX {fmt_time(s_jax)}/step, {ratio:.1f}x{pair.source}"))]
 
 
 def xla_cost(ev: Evidence) -> list[Reason]:
@@ -191,8 +192,9 @@ def xla_cost(ev: Evidence) -> list[Reason]:
         if s_on >= s_off:
             out.append(Reason("xla-slower", (
                 f"jit_compile=True on {spec.backend}/{spec.device} is {s_on / s_off:.1f}x "
-                f"slower per step here ({_ms(s_on)} vs {_ms(s_off)}{pair.source}) and costs "
-                f"{max(extra, 0):.1f} s more to compile: it never pays back on this machine")))
+                f"slower per step here ({fmt_time(s_on)} vs {fmt_time(s_off)}{pair.source}) "
+                f"and costs {max(extra, 0):.1f} s more to compile: it never pays back on this "
+                "machine")))
         else:
             saving = s_off - s_on
             steps = max(extra, 0) / saving if saving > 0 else float("inf")
@@ -200,7 +202,7 @@ def xla_cost(ev: Evidence) -> list[Reason]:
             within = ("within" if epochs <= ev.epochs else "only after")
             out.append(Reason("xla-payback", (
                 f"jit_compile=True on {spec.backend}/{spec.device}: {s_off / s_on:.1f}x faster "
-                f"per step ({_ms(s_on)} vs {_ms(s_off)}{pair.source}); its extra "
+                f"per step ({fmt_time(s_on)} vs {fmt_time(s_off)}{pair.source}); its extra "
                 f"{max(extra, 0):.1f} s of compilation is paid back after {steps:,.0f} "
                 f"steps ({epochs:.2g} epoch{'' if epochs <= 1 else 's'}), {within} the "
                 f"{ev.epochs} epochs planned")))
@@ -233,12 +235,12 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
         if s_mp >= s_32:
             out.append(Reason("mixed-precision-slower", (
                 f"{spec.precision} on {spec.backend}/{spec.device} is {s_mp / s_32:.1f}x "
-                f"slower per step ({_ms(s_mp)} vs {_ms(s_32)} in float32{pair.source}): "
+                f"slower per step ({fmt_time(s_mp)} vs {fmt_time(s_32)} in float32{pair.source}): "
                 f"{hw}")))
         else:
             out.append(Reason("mixed-precision-faster", (
                 f"{spec.precision} on {spec.backend}/{spec.device} is {s_32 / s_mp:.1f}x "
-                f"faster per step ({_ms(s_mp)} vs {_ms(s_32)}{pair.source}): {hw}; "
+                f"faster per step ({fmt_time(s_mp)} vs {fmt_time(s_32)}{pair.source}): {hw}; "
                 f"it changes the math — loss verdict: {r.loss_verdict} ({r.loss_detail})")))
     return out
 
@@ -255,8 +257,8 @@ def input_time(ev: Evidence) -> list[Reason]:
     share = per_batch / step
     how = ("its tf.data pipeline" if b.spec.pipeline == "tf.data" else
            "Keras' pipeline for NumPy arrays (shuffle, slice, batch)")
-    measured = (f"{how} alone delivers a batch in {_ms(per_batch)}, {share:.0%} of the "
-                f"{_ms(step)} step")
+    measured = (f"{how} alone delivers a batch in {fmt_time(per_batch)}, {share:.0%} of the "
+                f"{fmt_time(step)} step")
     if share >= INPUT_BOUND_SHARE:
         return [Reason("input-bound", (
             f"input-bound: {measured}; training waits for data unless the pipeline "
@@ -277,7 +279,7 @@ def pipeline_and_threads(ev: Evidence) -> list[Reason]:
                 word = "faster" if a < b else "no faster"
                 out.append(Reason("input-pipeline", (
                     f"tf.data with prefetch is {word} than NumPy arrays on {spec.backend} "
-                    f"({_ms(a)} vs {_ms(b)} per step{pair.source}): "
+                    f"({fmt_time(a)} vs {fmt_time(b)} per step{pair.source}): "
                     + ("the input was part of the step time" if a < 0.95 * b else
                        "training is not waiting for input here"))))
         if spec.threads == 1:
@@ -286,8 +288,9 @@ def pipeline_and_threads(ev: Evidence) -> list[Reason]:
                 a, b = pair.a, pair.b
                 out.append(Reason("threads", (
                     f"one intra-op thread is {b / a:.1f}x faster than all cores on "
-                    f"{spec.backend} ({_ms(a)} vs {_ms(b)}{pair.source}): the ops are too "
-                    "small to split, so handing them to a thread pool costs more than it saves")))
+                    f"{spec.backend} ({fmt_time(a)} vs {fmt_time(b)}{pair.source}): the ops are "
+                    "too small to split, so handing them to a thread pool costs more than it "
+                    "saves")))
     return out
 
 
@@ -308,7 +311,7 @@ def cpu_fallback(ev: Evidence) -> list[Reason]:
             f"CPU fallback: {on_cpu} of {total} ops of the training step ran on the CPU in "
             f"the {spec.label} trial ({', '.join(f'{op} x{n}' for op, n in top)}); each "
             "crossing copies tensors between host and device"
-            + (f" and adds dispatch latency to a {_ms(step)} step" if step else ""))))
+            + (f" and adds dispatch latency to a {fmt_time(step)} step" if step else ""))))
     return out
 
 
@@ -343,17 +346,17 @@ def accelerator_cost(ev: Evidence) -> list[Reason]:
     dev, be = acc_r.spec.device, acc_r.spec.backend
     fa, fc = ev.device_figures.get(dev), ev.device_figures.get("cpu")
     flops = acc_r.flops_per_step
-    facts = [f"on {dev} a {be} training step takes {_ms(a)}, on the CPU {_ms(c)}"
+    facts = [f"on {dev} a {be} training step takes {fmt_time(a)}, on the CPU {fmt_time(c)}"
              f"{pair.source}"]
     if flops and fa is not None and fa.peak_gflops:
         work = flops / (fa.peak_gflops * 1e9)
-        facts.append(f"its {flops:,.0f} FLOPs would take {_ms(work)} at {dev}'s measured "
+        facts.append(f"its {flops:,.0f} FLOPs would take {fmt_time(work)} at {dev}'s measured "
                      f"peak ({fa.peak_gflops:,.0f} GFLOP/s): "
                      + ("the rest of the step is fixed cost" if work < 0.1 * a else
                         "the arithmetic is a large part of the step"))
     t = ev.timesteps if "recurrent" in ev.workload_tags and ev.timesteps else None
     if t:
-        per = f"{_ms(a / t)} per timestep on {dev} vs {_ms(c / t)} on the CPU"
+        per = f"{fmt_time(a / t)} per timestep on {dev} vs {fmt_time(c / t)} on the CPU"
         facts.append(f"its {t}-timestep loop runs one timestep after another: {per}"
                      + (f", for {flops / t:,.0f} FLOPs of arithmetic each" if flops else ""))
     costs = []
@@ -363,7 +366,8 @@ def accelerator_cost(ev: Evidence) -> list[Reason]:
         on_acc = getattr(fa, attr, {}).get(be) if fa else None
         on_cpu = getattr(fc, attr, {}).get(be) if fc else None
         if on_acc and on_cpu:
-            costs.append(f"{kind} costs {_ms(on_acc)} on {dev} vs {_ms(on_cpu)} on the CPU")
+            costs.append(f"{kind} costs {fmt_time(on_acc)} on {dev} vs {fmt_time(on_cpu)} "
+                         "on the CPU")
     if costs:
         facts.append("whatever the work, " + "; ".join(costs) + f" ({fa.source})")
     if a > 1.2 * c:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from devicebench.measure.stats import Summary, summarize
+from devicebench.report.run import fmt_seconds
 
 # A block is a stall when its time per step exceeds this multiple of the running median.
 STALL_FACTOR = 3.0
@@ -129,9 +130,9 @@ class MonitorLog:
                     new.append(Alert(
                         "stall", block.epoch, block.first_step,
                         f"stall: steps {block.first_step}-{block.first_step + block.steps - 1}"
-                        f" of epoch {block.epoch + 1} took {_ms(block.step_seconds)}/step, "
-                        f"{ratio:.1f}x the running median {_ms(median)} — training is being "
-                        "held up (input pipeline, another process, swapping, thermal "
+                        f" of epoch {block.epoch + 1} took {fmt_seconds(block.step_seconds)}/step, "
+                        f"{ratio:.1f}x the running median {fmt_seconds(median)} — training "
+                        "is being held up (input pipeline, another process, swapping, thermal "
                         "throttling); check `top`/`nvidia-smi` and your data loading"))
         if block.loss is not None and not math.isfinite(block.loss):
             new.append(nan_alert(block.epoch, block.first_step + block.steps - 1, block.loss))
@@ -241,7 +242,7 @@ class MonitorLog:
             steps = sum(b.steps for b in self.blocks)
             return (f"monitor: {steps} steps in {self.train_seconds():.2f} s, too few for a "
                     "steady figure (each block is timed apart; train longer for one)")
-        parts = [f"steady {_ms(steady.median)}/step ±{steady.rel_ci_halfwidth * 100:.0f}% "
+        parts = [f"steady {fmt_seconds(steady.median)}/step ±{steady.rel_ci_halfwidth * 100:.0f}% "
                  f"(n={steady.n} blocks)"]
         if self.batch_size and steady.median > 0:
             parts[0] += f", {self.batch_size / steady.median:,.0f} samples/s"
@@ -276,12 +277,6 @@ def _weighted_busy(blocks: list[Block]) -> float | None:
     return sum(u * s for u, s in pairs) / total
 
 
-def _ms(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.0f} µs"
 
 
 def _mb(nbytes: int) -> str:

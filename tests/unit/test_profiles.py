@@ -13,16 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from devicebench.advisor.advice import (
-    Headline,
-    choose,
-    default_baseline,
-    headline,
-    parse_baseline,
-    payback,
-)
+from devicebench.advisor.advice import default_baseline, parse_baseline
 from devicebench.advisor.budget import SearchBudget, step_lower_bound
 from devicebench.advisor.figures import DeviceFigures
+from devicebench.advisor.verdict import Headline, choose, headline, payback
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import InputError
 from devicebench.launch.worker import WorkerFailure
