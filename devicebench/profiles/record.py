@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-from devicebench.advisor.budget import SearchBudget
+from devicebench.advisor.budget import FINAL_MIN_ROUNDS, SearchBudget
 from devicebench.advisor.candidates import candidate_space, is_compute_heavy
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.profiles.profile import MachineProfile, TrialRecord
-from devicebench.trials.engine import TrialGroup, Worker
+from devicebench.trials.engine import RunOptions, TrialGroup, Worker
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.workloads import get_workload
@@ -80,9 +79,10 @@ def sweep(specs: list[TrialSpec], *, budget_s: float = 120.0, equivalence_steps:
                     on_result=on_result, clock=clock, start_worker=start_worker) as group:
         group.add(specs)
         setup_s = clock() - t0
-        final = replace(SearchBudget(3600.0, clock=clock).final_options(),
-                        max_rounds=max_rounds)
-        rounds = group.measure(final)
+        # advise's final stopping rule, without a time budget.
+        rounds = group.measure(RunOptions(min_rounds=FINAL_MIN_ROUNDS, max_rounds=max_rounds,
+                                          budget_seconds=3600.0,
+                                          block_timeout=budget.block_timeout))
         group.finish()
     return {"results": dict(group.results), "setup_s": setup_s,
             "seconds": clock() - t0, "rounds": rounds}

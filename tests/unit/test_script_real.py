@@ -16,21 +16,11 @@ from pathlib import Path
 import pytest
 
 from devicebench.env.script_check import inspect_script
-from devicebench.env.snapshot import DeviceInfo, EnvSnapshot, FrameworkProbe, HostInfo
+from tests.unit.test_script_rules import mac_snapshot
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "real"
 SCRIPTS = sorted(p for p in REAL.iterdir() if p.suffix in (".py", ".ipynb"))
 _EXPECT = re.compile(r"#\s*expect:\s*([\w.\-, ]+)")
-
-
-def mac_snapshot() -> EnvSnapshot:
-    gpu = DeviceInfo(name="/physical_device:GPU:0", kind="GPU")
-    return EnvSnapshot(
-        host=HostInfo(os="Darwin", machine="arm64", apple_chip="Apple M1 Ultra"),
-        distributions={"tensorflow": "2.18.0", "tensorflow-metal": "1.2.0", "keras": "3.8.0"},
-        frameworks={"tensorflow": FrameworkProbe(name="tensorflow", version="2.18.0",
-                                                 physical_devices=[gpu])},
-    )
 
 
 @dataclass
