@@ -22,6 +22,7 @@ import argparse
 import time
 
 from devicebench.advisor.advice import DEFAULT_BUDGET_S, advise_workload, default_baseline
+from devicebench.advisor.job import workload_facts
 from devicebench.advisor.search import rejection
 from devicebench.env.probe import probe_host_layer
 from devicebench.profiles import load_profile
@@ -62,7 +63,7 @@ def main() -> None:
         print(f"profile {profile.name}: {profile.label}"
               + (" (derived from published figures)" if profile.derived else ""))
     for name in names:
-        w = get_workload(name)
+        get_workload(name)  # an unknown name: a clear error before any work
         baseline = default_baseline(snap, name)[0]
         advised = []
         if profile is not None:
@@ -74,10 +75,7 @@ def main() -> None:
         else:
             t0 = time.monotonic()
             advice = advise_workload(name, snap, baseline=baseline, budget_s=budget,
-                                     workload_batch_size=w.batch_size, workload_tags=w.tags,
-                                     workload_flops_per_step=w.flops_per_step(),
-                                     workload_epochs=w.epochs,
-                                     workload_timesteps=w.params.get("timesteps"),
+                                     **workload_facts(name),
                                      on_result=advised.append)
             advise_s = time.monotonic() - t0
             out = sweep(sweep_space(name, snap, baseline), budget_s=budget)

@@ -119,11 +119,18 @@ def advise(
         >>> result = devicebench.advise("seed-rnn", budget=60)
         >>> print(result.verdict)
     """
-    from devicebench.cli.advise import run_advice
+    from devicebench.advisor.job import run_advice
+    from devicebench.report.advise import AdviseSpinner
 
     budget = _check_advise_args(budget, baseline, allow_batch_change, db, data)
     with tempfile.TemporaryDirectory(prefix="devicebench-advise-") as tmp:
         ref = _as_ref(workload_or_model, data, Path(tmp))
-        return run_advice(ref, baseline=baseline, budget=budget,
-                          allow_batch_change=allow_batch_change, epochs=epochs,
-                          db=Path(db) if db else None, progress=progress)
+        bar = AdviseSpinner(str(workload_or_model)) if progress else None
+        try:
+            return run_advice(ref, baseline=baseline, budget=budget,
+                              allow_batch_change=allow_batch_change, epochs=epochs,
+                              db=Path(db) if db else None,
+                              on_event=bar.event if bar else None)
+        finally:
+            if bar:
+                bar.stop()

@@ -213,24 +213,19 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
         'jax/cpu'
     """
     from devicebench.advisor.advice import advise_workload, default_baseline
+    from devicebench.advisor.job import workload_facts
     from devicebench.advisor.search import engine_group
-    from devicebench.workloads import BUILTIN_WORKLOADS
 
     snapshot = profile.env_snapshot()
     why = "given"
     if baseline is None:
         baseline, why = default_baseline(snapshot, workload)
     clock = VirtualClock()
-    builtin = BUILTIN_WORKLOADS.get(workload)
     figures = {d: f for d in profile.figures if (f := profile.device_figures(d))}
     advice = advise_workload(
         workload, snapshot, baseline=baseline, budget_s=budget_s, epochs=epochs,
         equivalence_steps=equivalence_steps,
-        workload_batch_size=builtin.batch_size if builtin else None,
-        workload_tags=builtin.tags if builtin else (),
-        workload_flops_per_step=builtin.flops_per_step() if builtin else None,
-        workload_epochs=builtin.epochs if builtin else None,
-        workload_timesteps=builtin.params.get("timesteps") if builtin else None,
+        **workload_facts(workload),
         device_figures=figures, baseline_reason=why,
         start_group=engine_group(start_worker=replay_launcher(profile, clock), clock=clock),
         clock=clock, cpu_rate=None)

@@ -60,3 +60,29 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
         con.print("[bold]Apply it[/bold]:")
         for line in advice.code.splitlines():
             con.print(f"    {line}", markup=False, highlight=False)
+
+
+class AdviseSpinner:
+    """A one-line progress status on stderr while advise measures (``event`` is its
+    ``on_event``): it appears with the first trial, after the input was validated."""
+
+    def __init__(self, workload: str) -> None:
+        self.workload = workload
+        self.status = None
+
+    def event(self, kind: str, spec, info: dict) -> None:
+        if self.status is None:
+            from rich.console import Console
+            from rich.status import Status
+
+            self.status = Status(f"advise {self.workload}: starting",
+                                 console=Console(stderr=True))
+            self.status.start()
+        if kind == "setup":
+            self.status.update(f"advise {self.workload}: setting up {spec.label}")
+        elif kind == "round":
+            self.status.update(f"advise {self.workload}: round {info['round']}")
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
