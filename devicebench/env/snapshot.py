@@ -233,14 +233,8 @@ class EnvSnapshot:
                 fix="upgrade devicebench: pip install -U devicebench",
             )
         _migrate(data)
-        try:
-            return _build(cls, data, "")
-        except _FieldError as exc:
-            raise SnapshotError(
-                f"snapshot field {exc.path}: expected {exc.expected}, got {exc.got}",
-                why="the file was edited by hand or written by another program",
-                fix="re-save it with `devicebench doctor --save FILE`",
-            ) from None
+        return build_dataclass(cls, data, what="snapshot field",
+                               why="the file was edited by hand or written by another program")
 
 
 class _FieldError(Exception):
@@ -395,12 +389,13 @@ def load_snapshot(path: str | Path) -> EnvSnapshot:
     return EnvSnapshot.from_dict(data)
 
 
-def build_dataclass(tp: Any, value: Any) -> Any:
-    """Build dataclass ``tp`` from JSON ``value``; raises SnapshotError naming a bad field."""
+def build_dataclass(tp: Any, value: Any, what: str = "field", why: str | None = None) -> Any:
+    """Build dataclass ``tp`` from JSON ``value``; raises SnapshotError naming a bad field
+    (``what`` PATH: expected ..., got ...)."""
     try:
         return _build(tp, value, "")
     except _FieldError as exc:
         raise SnapshotError(
-            f"field {exc.path}: expected {exc.expected}, got {exc.got}",
+            f"{what} {exc.path}: expected {exc.expected}, got {exc.got}", why=why,
             fix="re-save it with `devicebench doctor --save FILE`",
         ) from None
