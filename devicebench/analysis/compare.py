@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devicebench.errors import InputError
-from devicebench.measure.stats import Ratio, summarize
-from devicebench.ops.fit import ratio_of_medians
+from devicebench.measure.stats import Ratio, ratio_of_medians, summarize
 from devicebench.store.db import ResultStore
 from devicebench.store.runs import StoredRun, load_run
 from devicebench.trials.result import TrialResult

@@ -17,9 +17,8 @@ from typing import Any
 
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
-from devicebench.measure.stats import Ratio, paired_ratio
+from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
-from devicebench.ops.fit import ratio_of_medians
 from devicebench.store.db import ResultStore
 from devicebench.store.runs import TRAINING_COMMANDS, StoredRun, latest_run_id, load_run
 from devicebench.trials.result import TrialResult

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from devicebench.measure.stats import Ratio, summarize
-from devicebench.ops.fit import CostFit, crossover_size, fit_cost_model, ratio_of_medians
+from devicebench.measure.stats import Ratio, ratio_of_medians, summarize
+from devicebench.ops.fit import CostFit, crossover_size, fit_cost_model
 from devicebench.ops.result import OpsPoint, OpsWorkerResult
 from devicebench.ops.spec import MODES, OPS, WORK_UNIT, op_flops, op_work, side_for_work
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from devicebench.measure.stats import CI_LEVEL, N_BOOT, Ratio
+from devicebench.measure.stats import Ratio
 
 TUKEY_C = 4.685  # bisquare: 95% efficiency under normal noise
 MIN_SCALE = 0.02  # relative deviations below ~2% are never down-weighted
@@ -120,44 +120,6 @@ def fit_cost_model(work: Sequence[float], seconds: Sequence[float]) -> CostFit:
     rate = 1.0 / b if b > 0 else float("inf")
     return CostFit(overhead=a, rate=rate, n_points=int(w.size),
                    rel_residual=float(np.median(np.abs(r))))
-
-
-def _rng() -> np.random.Generator:
-    return np.random.default_rng(20261130)
-
-
-def ratio_of_medians(baseline: Sequence[float], candidate: Sequence[float]) -> Ratio | None:
-    """Speed-up ``median(baseline) / median(candidate)`` with a bootstrap 95% CI.
-
-    The two sets come from different processes (different backends or devices), so
-    they are resampled independently (no pairing). ``n_rounds`` holds the smaller
-    sample count. Returns None when either set is empty or a median is not positive.
-
-    Example:
-        >>> r = ratio_of_medians([2.0, 2.1, 1.9], [1.0, 1.05, 0.95])
-        >>> round(r.value, 2)
-        2.0
-    """
-    b = np.asarray(baseline, dtype=float)
-    c = np.asarray(candidate, dtype=float)
-    if b.size == 0 or c.size == 0:
-        return None
-    mb, mc = float(np.median(b)), float(np.median(c))
-    if mb <= 0 or mc <= 0:
-        return None
-    value = mb / mc
-    if b.size < 3 or c.size < 3:
-        lo = float(b.min() / c.max())
-        hi = float(b.max() / c.min()) if c.min() > 0 else float("inf")
-        return Ratio(value, min(lo, value), max(hi, value), int(min(b.size, c.size)))
-    rng = _rng()
-    bb = np.median(b[rng.integers(0, b.size, size=(N_BOOT, b.size))], axis=1)
-    cc = np.median(c[rng.integers(0, c.size, size=(N_BOOT, c.size))], axis=1)
-    ok = cc > 0
-    boots = bb[ok] / cc[ok]
-    alpha = (1 - CI_LEVEL) / 2
-    lo, hi = np.quantile(boots, [alpha, 1 - alpha]) if boots.size else (value, value)
-    return Ratio(value, float(min(lo, value)), float(max(hi, value)), int(min(b.size, c.size)))
 
 
 def crossover_size(speedups: Sequence[tuple[int, Ratio | None]]) -> int | None:

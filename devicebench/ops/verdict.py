@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
+from devicebench.measure.stats import ratio_of_medians
 from devicebench.ops.analysis import OpAnalysis, PathStat, Peak
-from devicebench.ops.fit import ratio_of_medians
 from devicebench.ops.spec import CONV_CHANNELS, op_elements
 
 PRETTY = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch", "numpy": "numpy"}

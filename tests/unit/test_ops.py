@@ -12,9 +12,9 @@ import pytest
 
 from devicebench.env.snapshot import EnvSnapshot, HostInfo, NvidiaGpu, NvidiaSmi
 from devicebench.errors import SpecError
-from devicebench.measure.stats import Ratio
+from devicebench.measure.stats import Ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
-from devicebench.ops.fit import crossover_size, fit_cost_model, ratio_of_medians
+from devicebench.ops.fit import crossover_size, fit_cost_model
 from devicebench.ops.result import OpsPoint, OpsWorkerResult
 from devicebench.ops.runner import ops_env, plan_ops
 from devicebench.ops.spec import (

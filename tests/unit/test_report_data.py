@@ -16,7 +16,7 @@ from devicebench.analysis.compare import compare_runs
 from devicebench.analysis.run_report import build_report
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import InputError
-from devicebench.ops.fit import ratio_of_medians
+from devicebench.measure.stats import ratio_of_medians
 from devicebench.store import ResultStore
 from devicebench.store.bundle import export_runs, import_bundle, read_bundle, write_bundle
 from devicebench.store.runs import load_run, run_history
