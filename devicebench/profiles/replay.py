@@ -74,7 +74,7 @@ class ReplayWorker:
         self.clock = clock
         self.imports = imports or ImportWave(None)
         self._pending: dict[str, Any] | None = None
-        self._ready_at = 0.0
+        self._import_started: float | None = None  # set by prepare until its reply
         self._block = 0
         self._warmed = False
         self._step_estimate = record.setup_step or TARGET_BLOCK_SECONDS
@@ -84,8 +84,8 @@ class ReplayWorker:
         cmd = message.get("cmd")
         if cmd == "prepare":  # workers start together: imports overlap
             self.imports.join()
-            self._pending = {"ok": True, "import_seconds": self.record.import_seconds}
-            self._ready_at = self.clock.now
+            self._pending = {"ok": True}
+            self._import_started = self.clock.now
         elif cmd == "finish":
             r = self.record
             self._pending = {"ok": True, "peak_device_memory_bytes": r.peak_device_memory_bytes,
@@ -97,10 +97,11 @@ class ReplayWorker:
         reply, self._pending = self._pending, None
         if reply is None:
             raise WorkerFailure("crashed", "replay: receive without a command")
-        if "import_seconds" in reply and len(reply) == 2:
+        if self._import_started is not None:  # the reply to prepare
             took = self.imports.seconds(self.record.import_seconds)
             reply["import_seconds"] = took
-            self.clock.advance_to(self._ready_at + took)
+            self.clock.advance_to(self._import_started + took)
+            self._import_started = None
         return reply
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
