@@ -49,6 +49,7 @@ def has_module(name: str) -> bool:
 
 requires_tf = pytest.mark.skipif(not has_module("tensorflow"), reason="tensorflow not installed")
 requires_jax = pytest.mark.skipif(not has_module("jax"), reason="jax not installed")
+requires_torch = pytest.mark.skipif(not has_module("torch"), reason="torch not installed")
 
 
 @pytest.fixture

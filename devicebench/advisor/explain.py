@@ -103,36 +103,62 @@ def overhead_bound(ev: Evidence) -> list[Reason]:
         "operations can (a compiled loop, or a larger batch, which changes the training)"))]
 
 
-def dispatch_cost(ev: Evidence) -> list[Reason]:
-    """Ops per step (TF's placement log of the first step) x the per-op cost inside a
-    graph that ``devicebench ops`` measured on the same device."""
-    b = ev.baseline
-    step = _step(b)
-    f = ev.figures
-    if (step is None or f is None or b.spec.backend != "tensorflow" or b.jit_resolved
-            or not b.placement):
-        return []
-    per_op = f.per_op_seconds.get("tensorflow")
-    n = sum(b.placement.get("ops_by_device", {}).values())
-    if not per_op or not n:
-        return []
-    loop = int(b.placement.get("loop_ops", 0))
-    shape = b.placement.get("input_shape") or []
-    timesteps = int(shape[0]) if loop and "recurrent" in ev.workload_tags and len(shape) == 2 \
+@dataclass(frozen=True)
+class Launches:
+    """What one training step launches, as the trial counted it."""
+
+    count: int  # ops or kernels run per step (loops unrolled)
+    text: str  # how it was counted, for the reason
+    approx: str  # "~" (a loop's count is multiplied out) or "≥ " (a lower bound)
+    per_timestep: int | None = None  # for a recurrent loop: per timestep
+
+
+def launches(r: TrialResult, workload_tags: tuple[str, ...] = ()) -> Launches | None:
+    """Ops or kernels one step of ``r`` runs: TensorFlow's from the partition graphs of
+    its first step (a while-loop body once per timestep), JAX's from XLA's compiled
+    program (loops by their proven trip count), torch's from the profiler."""
+    p = r.placement or {}
+    if p.get("kernels_per_step"):
+        n, trips = int(p["kernels_per_step"]), int(p.get("loop_trips") or 0)
+        loop, written = int(p.get("loop_kernels") or 0), int(p.get("kernels_in_program") or 0)
+        if trips > 1 and loop:
+            return Launches(n, (f"~{n:,} kernels run per step ({p['kernel_source']}: "
+                                f"{written} in the program, {loop} of them in loops that "
+                                f"run {trips} times)"), "~",
+                            per_timestep=loop if "recurrent" in workload_tags else None)
+        return Launches(n, f"{n:,} kernels run per step ({p['kernel_source']})", "~")
+    if r.spec.backend != "tensorflow" or r.jit_resolved:
+        return None
+    n = sum(p.get("ops_by_device", {}).values())
+    if not n:
+        return None
+    loop = int(p.get("loop_ops", 0))
+    shape = p.get("input_shape") or []
+    timesteps = int(shape[0]) if loop and "recurrent" in workload_tags and len(shape) == 2 \
         else 0
     if timesteps > 1:
-        executed = n - loop + loop * timesteps
-        count = (f"~{executed:,} TensorFlow ops run per step ({n} in the graph, {loop} of "
-                 f"them in the while-loop body, which runs once for each of the "
-                 f"{timesteps} timesteps)")
-        word = "~"
-    else:
-        executed = n
-        count = f"at least {n} TensorFlow ops run per step (counted in the graph" + (
-            f"; {loop} are in a while-loop body that runs once per iteration)" if loop
-            else ")")
-        word = "≥ "
-    cost = executed * per_op
+        return Launches(n - loop + loop * timesteps, (
+            f"~{n - loop + loop * timesteps:,} TensorFlow ops run per step ({n} in the "
+            f"graph, {loop} of them in the while-loop body, which runs once for each of the "
+            f"{timesteps} timesteps)"), "~", per_timestep=loop)
+    return Launches(n, f"at least {n} TensorFlow ops run per step (counted in the graph" + (
+        f"; {loop} are in a while-loop body that runs once per iteration)" if loop
+        else ")"), "≥ ")
+
+
+def dispatch_cost(ev: Evidence) -> list[Reason]:
+    """Ops or kernels per step (:func:`launches`) x the per-op cost inside a compiled
+    graph that ``devicebench ops`` measured on the same device and backend."""
+    b = ev.baseline
+    step = _step(b)
+    f = ev.device_figures.get(b.spec.device) or ev.figures
+    n = launches(b, ev.workload_tags)
+    if step is None or f is None or n is None:
+        return []
+    per_op = f.per_op_seconds.get(b.spec.backend)
+    if not per_op:
+        return []
+    cost = n.count * per_op
     share = cost / step
     if share > 1:
         verdict = ("more than the step itself (the executor can overlap independent ops, "
@@ -144,10 +170,10 @@ def dispatch_cost(ev: Evidence) -> list[Reason]:
     else:
         verdict = "dispatch is a part of the step, not all of it"
     return [Reason("dispatch-cost", (
-        f"dispatch: {count}; at {fmt_time(per_op)} per op inside a graph on "
-        f"tensorflow/{f.device} ({f.source}, in-graph mode: the cheapest op measured, "
-        f"{f.per_op_labels.get('tensorflow', '?')}) that is "
-        f"{word}{fmt_time(cost)} of the {fmt_time(step)} step ({share:.0%}): {verdict}"))]
+        f"dispatch: {n.text}; at {fmt_time(per_op)} per op inside a graph on "
+        f"{b.spec.backend}/{f.device} ({f.source}, in-graph mode: the cheapest op measured, "
+        f"{f.per_op_labels.get(b.spec.backend, '?')}) that is "
+        f"{n.approx}{fmt_time(cost)} of the {fmt_time(step)} step ({share:.0%}): {verdict}"))]
 
 
 def recurrent_loop(ev: Evidence) -> list[Reason]:
@@ -330,6 +356,20 @@ def _accelerator_pairs(ev: Evidence) -> list[tuple[TrialResult, TrialResult]]:
     return out
 
 
+def _launch_share(ev: Evidence, r: TrialResult, step: float,
+                  f: DeviceFigures | None) -> list[str]:
+    """The trial's launches per step x its device's per-op cost, against its step."""
+    n = launches(r, ev.workload_tags)
+    per_op = f.per_op_seconds.get(r.spec.backend) if f else None
+    if n is None or not per_op:
+        return []
+    where = "the CPU" if r.spec.device == "cpu" else r.spec.device
+    t = (f"; {n.per_timestep} of them each timestep" if n.per_timestep else "")
+    return [f"on {where} {n.text}{t}: at {fmt_time(per_op)} per op that is {n.approx}"
+            f"{fmt_time(n.count * per_op)} of its {fmt_time(step)} step "
+            f"({n.count * per_op / step:.0%})"]
+
+
 def accelerator_cost(ev: Evidence) -> list[Reason]:
     """Why the accelerator wins or loses, from the measurements: the step on both
     devices, the arithmetic at the device's measured peak, the fixed cost of a call
@@ -370,6 +410,7 @@ def accelerator_cost(ev: Evidence) -> list[Reason]:
                          "on the CPU")
     if costs:
         facts.append("whatever the work, " + "; ".join(costs) + f" ({fa.source})")
+    facts += _launch_share(ev, acc_r, a, fa) + _launch_share(ev, cpu_r, c, fc)
     if a > 1.2 * c:
         return [Reason("accelerator-launch-bound", (
             f"launch-bound: {dev} is {a / c:.1f}x slower than the CPU here — "

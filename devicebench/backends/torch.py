@@ -66,3 +66,36 @@ def peak_memory_bytes(device: str) -> int | None:
     if device.startswith("gpu") and torch.cuda.is_available():
         return int(torch.cuda.max_memory_allocated()) or None
     return None
+
+
+def profile_step(step: Any, device: str) -> tuple[Any, dict[str, Any]]:
+    """Run ``step()`` once under ``torch.profiler`` and count what it launched: on CUDA
+    the GPU kernels, elsewhere the top-level ATen ops (each one dispatch from Python).
+
+    Returns ``(step's result, {"kernels_per_step", "kernel_source"})``; the dict is empty
+    if the profiler fails (the step then runs again, unprofiled).
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.startswith("gpu") and torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    result: list[Any] = []
+    try:
+        with profile(activities=activities) as prof:
+            result.append(step())
+            if cuda:
+                torch.cuda.synchronize()
+        events = list(prof.events())
+    except Exception:
+        return (result[0] if result else step()), {}
+    if cuda:
+        kernels = sum(1 for e in events
+                      if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA)
+        source = "GPU kernels in torch.profiler's trace of one step"
+    else:
+        kernels = sum(1 for e in events if e.name.startswith("aten::")
+                      and not (e.cpu_parent and e.cpu_parent.name.startswith("aten::")))
+        source = "top-level ATen ops in torch.profiler's trace of one step"
+    return result[0], ({"kernels_per_step": kernels, "kernel_source": source} if kernels
+                       else {})

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from devicebench.store import ResultStore
-from tests.conftest import assert_one_line_error, requires_jax, requires_tf, run_cli
+from tests.conftest import (
+    assert_one_line_error,
+    requires_jax,
+    requires_tf,
+    requires_torch,
+    run_cli,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 W = str(ROOT / "tests" / "fixtures" / "workloads.py")
@@ -62,6 +68,11 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
     # input's (timesteps, features) shape is kept for the dispatch reason.
     assert 0 < rows["tensorflow"]["placement"]["loop_ops"] < placed["CPU:0"]
     assert rows["tensorflow"]["placement"]["input_shape"] == [50, 1]
+    # JAX: kernels per step counted in the program XLA compiled for the train step; its
+    # two loops (forward and backward over the 50 timesteps) run 50 times each.
+    kp = jax["placement"]
+    assert kp["loop_trips"] == 50 and 0 < kp["loop_kernels"] < kp["kernels_in_program"]
+    assert kp["kernels_per_step"] > 50 * kp["loop_kernels"]
     for r in rows.values():  # the input pipeline, timed alone
         assert 0 < r["input_s_per_batch"] < r["step_time_s"]["median"] * 100
     with ResultStore.open(db) as store:
@@ -218,3 +229,17 @@ def test_set_up_step_times_and_early_stop_under_a_screening_threshold():
         assert len(r[base].equivalence_losses) == 30  # the reference is never cut short
         assert len(r[xla].equivalence_losses) == SCREEN_MIN_STEPS
         assert r[xla].loss_verdict == "same" and f"of {SCREEN_MIN_STEPS}" in r[xla].loss_detail
+
+
+@requires_torch
+def test_a_torch_trial_counts_the_ops_one_step_dispatches(tmp_path):
+    """On the torch backend one set-up step runs under torch.profiler: what it
+    dispatched (top-level ATen ops on a CPU, kernels on CUDA) is the trial's count."""
+    res = run_cli("run", f"{W}:tiny", "--backend", "torch", *FAST, "--json",
+                  "--db", str(tmp_path / "r.db"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    (row,) = json.loads(res.stdout)["results"]
+    assert row["status"] == "ok", row["error"]
+    p = row["placement"]
+    assert p["kernels_per_step"] > 5 and "ATen ops" in p["kernel_source"]
+    assert row["step_time_s"]["median"] > 0

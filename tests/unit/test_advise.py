@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from devicebench.advisor.advice import advise_workload, parse_baseline
@@ -450,3 +452,64 @@ def test_the_final_stops_when_the_winner_is_clear_or_nothing_is_faster():
     # A finalist indistinguishable from the baseline: not decided either.
     assert not decided(BASE, [mid])(results({BASE: 7, mid: 7}, 0.2))
     assert decided(BASE, [mid])({})  # the baseline failed: nothing to wait for
+
+
+HLO = Path(__file__).resolve().parent.parent / "fixtures" / "raw" / \
+    "jax-seed-rnn-train-step-cpu.hlo.txt"
+
+
+def test_kernels_per_step_are_counted_in_xlas_compiled_program():
+    from devicebench.backends.hlo import count_kernels
+
+    # seed-rnn's train step as XLA compiled it (recorded): a forward and a backward
+    # lax.scan over 50 timesteps; 17 of the program's 51 kernels are in their bodies
+    # and conditions, so a step launches 34 + 17 x 50 = 884.
+    c = count_kernels(HLO.read_text())
+    assert (c.per_call, c.in_program, c.in_loops, c.trips) == (884, 51, 17, 50)
+    # A loop whose trip count XLA did not prove counts once; a conditional, its
+    # largest branch plus the branch itself; text without an ENTRY: no count.
+    text = """%body (p: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  ROOT %f = f32[] fusion(%p), kind=kLoop, calls=%g
+}
+%cond (p: f32[]) -> pred[] {
+  %p = f32[] parameter(0)
+  ROOT %c = pred[] fusion(%p), kind=kLoop, calls=%h
+}
+ENTRY %main (x: f32[], b: pred[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %w = f32[] while(%x), condition=%cond, body=%body
+  ROOT %k = f32[] conditional(%b, %w, %w), true_computation=%body, false_computation=%cond
+}"""
+    assert count_kernels(text) == type(c)(per_call=4, in_program=4, in_loops=2, trips=0)
+    assert count_kernels("HloModule m") is None
+
+
+def test_the_dispatch_reason_uses_the_kernels_jax_compiled():
+    import dataclasses
+
+    from devicebench.backends.hlo import kernel_placement
+    from devicebench.profiles import load_profile
+
+    # The H200's CPU figures (recorded ops run) and jax/cpu's step there; the kernel
+    # count is what a worker records from the compiled program (recorded on this VM).
+    h200 = load_profile("h200")
+    cpu = h200.device_figures("cpu")
+    spec = TrialSpec("seed-rnn", backend="jax")
+    r = dataclasses.replace(_result(spec, 372e-6), placement=kernel_placement(
+        HLO.read_text(), "XLA's compiled train step"))
+    ev = Evidence(baseline=r, results={spec: r}, device_figures={"cpu": cpu},
+                  workload_tags=("recurrent",))
+    (text,) = [x.text for x in explain(ev) if x.id == "dispatch-cost"]
+    per_op = cpu.per_op_seconds["jax"]
+    assert "~884 kernels run per step (XLA's compiled train step: 51 in the program, 17 " \
+        "of them in loops that run 50 times)" in text
+    assert f"~{884 * per_op * 1e6:.3g} µs of the 372 µs step ({884 * per_op / 372e-6:.0%})" \
+        in text and "dispatch is a part of the step" in text
+    # Beside the same configuration on the accelerator: the CPU's launches per step.
+    gpu = dataclasses.replace(_result(spec.with_(device="gpu:0"), 1.79e-3), placement={})
+    ev = Evidence(baseline=gpu, results={spec: r, gpu.spec: gpu},
+                  device_figures={d: h200.device_figures(d) for d in ("cpu", "gpu:0")},
+                  workload_tags=("recurrent",), timesteps=50)
+    (text,) = [x.text for x in explain(ev) if x.id == "accelerator-launch-bound"]
+    assert "on the CPU ~884 kernels run per step" in text and "17 of them each timestep" in text
