@@ -4,7 +4,7 @@ accelerator-vs-CPU partner."""
 from __future__ import annotations
 
 from devicebench.env.snapshot import EnvSnapshot
-from devicebench.trials.plan import installed_backends, machine_devices
+from devicebench.trials.plan import installed_backends, machine_devices, tf32_unsupported
 from devicebench.trials.spec import TrialSpec
 
 
@@ -57,6 +57,11 @@ def candidate_space(
         if _has_bf16(snapshot):
             add(baseline.with_(precision="mixed_bfloat16"))
         add(baseline.with_(precision="mixed_float16"))
+        # torch alone keeps float32 matmuls out of TF32 by default (JAX and TensorFlow
+        # use it on Ampere and newer): its switch is a candidate that changes the math.
+        if (baseline.backend == "torch" and baseline.precision == "float32"
+                and not tf32_unsupported(baseline.device, snapshot)):
+            add(baseline.with_(precision="tf32"))
 
     if compute_heavy:
         jit_and_precision()

@@ -256,6 +256,9 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
                       ", ".join(sorted(flags & {"avx512_bf16", "amx_bf16"})) + ")"
                       if flags & {"avx512_bf16", "amx_bf16"} else
                       "this CPU has no bfloat16 instructions")
+        elif spec.precision == "tf32":
+            hw = ("TF32 keeps float32's range with a 10-bit mantissa; tensor cores run it "
+                  "on this GPU (compute capability >= 8.0)")
         else:
             hw = "speed depends on the GPU's tensor cores (compute capability >= 7.0)"
         if s_mp >= s_32:
@@ -503,7 +506,16 @@ def snippet(recommended: TrialSpec, baseline: TrialSpec, batch_size: int | None 
         else:
             lines += [f'os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false '
                       f'intra_op_parallelism_threads={recommended.threads}"  # before import']
-    if recommended.precision != baseline.precision:
+    if recommended.precision == "tf32" != baseline.precision:
+        lines += {"torch": ["import torch", "torch.backends.cuda.matmul.allow_tf32 = True  "
+                            "# TF32 matmuls (changes the math: check the loss)",
+                            "torch.backends.cudnn.allow_tf32 = True"],
+                  "jax": ["import jax", 'jax.config.update("jax_default_matmul_precision", '
+                          '"tensorfloat32")'],
+                  "tensorflow": ["import tensorflow as tf", "tf.config.experimental."
+                                 "enable_tensor_float_32_execution(True)"]
+                  }[recommended.backend]
+    elif recommended.precision != baseline.precision:
         lines += [f'keras.mixed_precision.set_global_policy("{recommended.precision}")'
                   "  # before building the model"]
     compile_args = []

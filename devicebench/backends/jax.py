@@ -96,3 +96,11 @@ def kernel_audit(model: Any, x: Any, y: Any) -> dict[str, Any]:
     except Exception:  # a private path of Keras' trainer moved: no count, no failure
         return {}
     return kernel_placement(text, "XLA's compiled train step")
+
+
+def allow_tf32() -> None:
+    """Float32 matmuls and convolutions in TF32 (JAX's default on NVIDIA GPUs from
+    Ampere on already; set explicitly so the trial says what it ran)."""
+    import jax
+
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32")

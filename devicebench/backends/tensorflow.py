@@ -84,6 +84,14 @@ def peak_memory_bytes(device: str) -> int | None:
     return int(peak) or None
 
 
+def allow_tf32() -> None:
+    """Float32 matmuls and convolutions in TF32 on tensor cores (TensorFlow's default on
+    Ampere and newer already; set explicitly so the trial says what it ran)."""
+    import tensorflow as tf
+
+    tf.config.experimental.enable_tensor_float_32_execution(True)
+
+
 # Ops every partition has, wherever the math runs: not fallbacks.
 _INFRASTRUCTURE_OPS = {"NoOp", "Const", "Identity", "IdentityN", "Placeholder"}
 

@@ -99,3 +99,12 @@ def profile_step(step: Any, device: str) -> tuple[Any, dict[str, Any]]:
         source = "top-level ATen ops in torch.profiler's trace of one step"
     return result[0], ({"kernels_per_step": kernels, "kernel_source": source} if kernels
                        else {})
+
+
+def allow_tf32() -> None:
+    """Matmuls and convolutions in TF32 on tensor cores (torch keeps matmuls in full
+    float32 by default; ``torch.set_float32_matmul_precision("high")`` is the same)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True

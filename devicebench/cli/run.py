@@ -61,7 +61,8 @@ def run(
     device: str | None = typer.Option(None, "--device", help="cpu, gpu:N, mps "
                                       "(default: every device this machine has but mps)."),
     precision: str | None = typer.Option(None, "--precision",
-                                         help="float32, mixed_float16, mixed_bfloat16."),
+                                         help="float32, mixed_float16, mixed_bfloat16, "
+                                         "tf32 (NVIDIA, Ampere and newer)."),
     jit: str | None = typer.Option(None, "--jit", help="auto, on, off."),
     batch_size: str | None = typer.Option(None, "--batch-size",
                                           help="Batch sizes (default: the workload's)."),

@@ -39,6 +39,27 @@ def check_device(device: str, snapshot: EnvSnapshot) -> None:
                         fix=f"use one of: {', '.join(here)} (see `devicebench doctor`)")
 
 
+TF32_MIN_COMPUTE_CAPABILITY = 8.0  # Ampere: the first tensor cores with TF32
+
+
+def tf32_unsupported(device: str, snapshot: EnvSnapshot) -> str | None:
+    """Why ``device`` cannot run precision ``tf32``, or None if it can."""
+    if not device.startswith("gpu:"):
+        return f"{device} has no TF32 tensor cores (an NVIDIA GPU feature)"
+    smi = snapshot.nvidia_smi
+    gpu = next((g for g in (smi.gpus if smi else []) if f"gpu:{g.index}" == device), None)
+    if gpu is None:
+        return f"{device} is not an NVIDIA GPU (TF32 is an NVIDIA tensor-core format)"
+    try:
+        cc = float(gpu.compute_capability)
+    except ValueError:
+        return f"{device}'s compute capability is unknown (nvidia-smi did not report it)"
+    if cc < TF32_MIN_COMPUTE_CAPABILITY:
+        return (f"{device} ({gpu.name}) has compute capability {gpu.compute_capability}; "
+                f"TF32 needs {TF32_MIN_COMPUTE_CAPABILITY:g} or newer (Ampere)")
+    return None
+
+
 def validate_spec(spec: TrialSpec, snapshot: EnvSnapshot) -> None:
     """Refuse a trial this machine cannot run as written: its device is missing, its
     backend is not installed (a pair that never goes together, jax on mps, is refused
@@ -55,6 +76,9 @@ def validate_spec(spec: TrialSpec, snapshot: EnvSnapshot) -> None:
         raise SpecError(f"backend {spec.backend!r} is not installed",
                         fix=f"pip install 'devicebench[{spec.backend}]', or use one of: "
                             f"{', '.join(have) or 'none installed'}")
+    if spec.precision == "tf32" and (why := tf32_unsupported(spec.device, snapshot)):
+        raise SpecError(f"precision 'tf32' cannot run here: {why}",
+                        fix="use float32 (or mixed_bfloat16 / mixed_float16)")
 
 
 @dataclass
@@ -107,6 +131,11 @@ def plan_trials(
         w, b, d, p, j, bs, pl, th = combo
         if d == "mps" and b != "torch":
             continue
+        if p == "tf32" and (why := tf32_unsupported(d, snapshot)):
+            note = f"skipped precision tf32 on {d}: {why}"
+            if note not in notes:
+                notes.append(note)
+            continue
         if pl == "tf.data" and not any(snapshot.has(x) for x in
                                        FRAMEWORK_DISTRIBUTIONS["tensorflow"]):
             raise SpecError("pipeline 'tf.data' needs TensorFlow installed",
@@ -114,6 +143,11 @@ def plan_trials(
         specs.append(TrialSpec(w, backend=b, device=d, precision=p, jit=j, batch_size=bs,
                                pipeline=pl, threads=th,
                                steps_per_execution=steps_per_execution, seed=seed))
+    tf32_notes = [n for n in notes if n.startswith("skipped precision tf32")]
+    if not specs and usable and tf32_notes:
+        raise SpecError(f"nothing to run: {tf32_notes[0].removeprefix('skipped ')}",
+                        fix="use --precision float32 (or mixed_bfloat16 / mixed_float16), "
+                            "or --device gpu:N on an NVIDIA GPU of compute capability 8.0+")
     if not specs and not notes:
         notes.append("nothing to run")
     return Plan(specs, notes)

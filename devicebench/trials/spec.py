@@ -11,7 +11,9 @@ from typing import Any
 from devicebench.errors import SpecError
 
 BACKENDS = ("tensorflow", "jax", "torch")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# tf32: float32 variables and math, matmuls and convolutions on TF32 tensor cores
+# (NVIDIA compute capability >= 8.0); like the mixed policies it changes the math.
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "tf32")
 JIT_MODES = ("auto", "on", "off")
 PIPELINES = ("arrays", "tf.data")
 _DEVICE_RE = re.compile(r"^(cpu|mps|gpu:\d+)$")
@@ -47,7 +49,9 @@ class TrialSpec:
         workload: built-in workload name (``devicebench workloads``) or ``file.py:func``.
         backend: Keras backend: tensorflow | jax | torch.
         device: cpu | gpu:N (CUDA, or Metal on TensorFlow) | mps (torch on Apple GPUs).
-        precision: float32 | mixed_float16 | mixed_bfloat16 (changes the math).
+        precision: float32 | mixed_float16 | mixed_bfloat16 | tf32 (float32 with
+            matmuls and convolutions in TF32 on NVIDIA GPUs from Ampere on); all but
+            float32 change the math.
         jit: auto (Keras decides) | on | off — ``jit_compile`` for ``model.compile``.
         batch_size: None = the workload's own (changing it changes the math).
         pipeline: arrays (NumPy arrays to ``fit``) | tf.data (batched, prefetched).

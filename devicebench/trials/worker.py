@@ -103,7 +103,10 @@ class TrialSession:
         workload = load_workload(spec.workload)
         seed = workload.default_seed if spec.seed is None else spec.seed
         keras.utils.set_random_seed(seed)
-        keras.config.set_dtype_policy(spec.precision)
+        keras.config.set_dtype_policy("float32" if spec.precision == "tf32"
+                                      else spec.precision)
+        if spec.precision == "tf32":
+            self.backend.allow_tf32()
         data = workload.make_data(seed)
         self.x, self.y = data.x, data.y
         self.batch = spec.batch_size or workload.batch_size

@@ -243,3 +243,25 @@ def test_a_torch_trial_counts_the_ops_one_step_dispatches(tmp_path):
     p = row["placement"]
     assert p["kernels_per_step"] > 5 and "ATen ops" in p["kernel_source"]
     assert row["step_time_s"]["median"] > 0
+
+
+def _has_cuda() -> bool:
+    import shutil
+
+    if shutil.which("nvidia-smi") is None:
+        return False
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    return probe.stdout.strip() == "True"
+
+
+@pytest.mark.gpu
+@requires_torch
+@pytest.mark.skipif(not _has_cuda(), reason="needs an NVIDIA GPU and a CUDA build of torch")
+def test_torch_tf32_on_the_gpu_is_loss_checked_and_counts_gpu_kernels(tmp_path):
+    res = run_cli("run", f"{W}:tiny", "--backend", "torch", "--device", "gpu:0",
+                  "--precision", "float32,tf32", *FAST, "--json", "--db", str(tmp_path / "r.db"))
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = {r["spec"]["precision"]: r for r in json.loads(res.stdout)["results"]}
+    assert rows["tf32"]["status"] == "ok" and rows["tf32"]["loss_verdict"] == "same"
+    assert "GPU kernels" in rows["float32"]["placement"]["kernel_source"]

@@ -513,3 +513,36 @@ def test_the_dispatch_reason_uses_the_kernels_jax_compiled():
                   workload_tags=("recurrent",), timesteps=50)
     (text,) = [x.text for x in explain(ev) if x.id == "accelerator-launch-bound"]
     assert "on the CPU ~884 kernels run per step" in text and "17 of them each timestep" in text
+
+
+def test_torchs_tf32_switch_is_a_math_changing_candidate_on_ampere_and_newer():
+    from devicebench.env.snapshot import load_snapshot
+    from devicebench.trials.plan import plan_trials, validate_spec
+
+    # Recorded on the H200 (compute capability 9.0): jax and torch with CUDA.
+    h200 = load_snapshot(Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
+                         / "h200_jax_torch_cuda13.json")
+    torch_gpu = TrialSpec("mnist-cnn", backend="torch", device="gpu:0")
+    tf32 = torch_gpu.with_(precision="tf32")
+    assert tf32 in candidate_space(torch_gpu, h200, compute_heavy=True)
+    validate_spec(tf32, h200)
+    # JAX (and TensorFlow) use TF32 for float32 there already; a CPU has no tensor cores.
+    for base in (torch_gpu.with_(backend="jax"), torch_gpu.with_(device="cpu")):
+        assert all(s.precision != "tf32" for s in candidate_space(base, h200,
+                                                                  compute_heavy=True))
+    with pytest.raises(SpecError, match="cpu has no TF32 tensor cores"):
+        validate_spec(tf32.with_(device="cpu"), h200)
+    plan = plan_trials(h200, ["mnist-cnn"], backends=["torch"], precisions=["tf32"])
+    assert [s.device for s in plan.specs] == ["gpu:0"]
+    assert plan.notes == ["skipped precision tf32 on cpu: cpu has no TF32 tensor cores "
+                          "(an NVIDIA GPU feature)"]
+    with pytest.raises(SpecError, match="nothing to run: precision tf32 on cpu"):
+        plan_trials(_snap(), ["mnist-cnn"], backends=["torch"], precisions=["tf32"])
+    # It changes the math: loss-checked with reduced precision's tolerance; the change
+    # to make is torch's switch, not a Keras dtype policy.
+    from devicebench.advisor.equivalence import RTOL_MIXED, tolerance_for
+
+    assert tolerance_for("tf32") == RTOL_MIXED
+    code = snippet(tf32, torch_gpu)
+    assert "torch.backends.cuda.matmul.allow_tf32 = True" in code
+    assert "set_global_policy" not in code
