@@ -79,3 +79,48 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
             on_result=lambda r: rec.store.add_trial(rec.run_id, r), on_event=on_event)
         rec.summary = advice.to_dict()
     return advice
+
+
+# The dispatch probe: the cheapest ops at the smallest sizes, one call per op
+# ("compiled") and chained inside one compiled call ("in-graph"): the two per-op costs
+# the accelerator and dispatch reasons use, in seconds rather than `ops`' minutes.
+DISPATCH_PROBE_SETTINGS: dict[str, Any] = {
+    "ops": ("multiply", "reduce_sum"), "modes": ("compiled", "in-graph"), "sizes": (2, 16),
+    "threads": None, "chain": 16, "block_seconds": 0.005, "blocks": 5,
+    "max_call_seconds": 0.25, "torch_compile": False}
+
+
+def ensure_dispatch_figures(db: Path | None, snapshot, backend: str,
+                            timeout: float = 120.0) -> str | None:
+    """When no ``devicebench ops`` run is stored for this machine, measure the per-op
+    dispatch cost of ``backend`` on the CPU and the accelerator (one worker each, a few
+    seconds) and store it as an ``ops`` run, which ``advise`` then reads like any other
+    (and later runs reuse). Returns a line saying what was measured, or None when
+    figures were already stored or nothing could be measured."""
+    import time
+
+    from devicebench.ops.runner import plan_ops, run_ops
+    from devicebench.store import ResultStore, recorded_run
+    from devicebench.store.ops import add_ops_result, latest_ops_run
+    from devicebench.trials.plan import machine_devices
+
+    with ResultStore.open(db) as store:
+        if latest_ops_run(store, store.add_machine(snapshot)) is not None:
+            return None
+    devices = [d for d in machine_devices(snapshot) if d != "mps" or backend == "torch"]
+    accelerators = [d for d in devices if d != "cpu"][:1]
+    plan = plan_ops(snapshot, backends=[backend], devices=["cpu", *accelerators],
+                    **DISPATCH_PROBE_SETTINGS)
+    t0 = time.monotonic()
+    with recorded_run(db, snapshot, "ops", {"argv": ["(dispatch probe)"],
+                                            **DISPATCH_PROBE_SETTINGS}) as rec:
+        results = run_ops(plan, timeout=timeout,
+                          on_result=lambda r: add_ops_result(rec.store, rec.run_id, r))
+        run_id = rec.run_id
+    ok = [r for r in results if r.status == "ok"]
+    if not ok:
+        return None
+    return (f"measured the per-op dispatch cost of {backend} on "
+            f"{', '.join(r.device for r in ok)} in {time.monotonic() - t0:.0f} s "
+            f"(stored as ops run #{run_id}; `devicebench ops` measures every op, size and "
+            "mode)")

@@ -92,6 +92,14 @@ def main_job(db: Path | None = None) -> int:
         con.print(f"  {f.severity}: [{f.id}] {f.title} — fix: {f.fix}", markup=False,
                   highlight=False)
     con.print(f"  ({len(findings)} findings; `devicebench doctor` for details)")
+    from devicebench.advisor.advice import default_baseline
+    from devicebench.advisor.job import ensure_dispatch_figures
+
+    # The per-op cost behind the accelerator verdict's reasons, once per machine.
+    probed = ensure_dispatch_figures(db, snap, default_baseline(snap, MAIN_WORKLOADS[0])[0]
+                                     .backend)
+    if probed:
+        con.print(f"  {probed}", markup=False, highlight=False)
     verdicts = []
     for name in MAIN_WORKLOADS:
         advice = _with_progress(name, True, baseline=None, budget=MAIN_BUDGET_S,

@@ -72,3 +72,23 @@ def test_user_workload_errors_each_give_their_line(tmp_path):
     assert_one_line_error(run_cli("advise", str(bad), *db), "not a Keras 3 .keras archive")
     assert_one_line_error(run_cli("advise", "seed-rnn", "--baseline", "gpu", "--db",
                              str(tmp_path / "e.db")), "bad --baseline")
+
+
+@requires_jax
+def test_the_dispatch_probe_measures_and_stores_per_op_costs_once(tmp_path):
+    """With no `ops` run stored, the main job measures the per-op costs its reasons
+    use (a few seconds, real workers) and stores them where advise reads them."""
+    from devicebench.advisor.figures import device_figures
+    from devicebench.advisor.job import ensure_dispatch_figures
+    from devicebench.env.probe import probe_host_layer
+    from devicebench.store import ResultStore
+    from devicebench.store.ops import latest_ops_run
+
+    db, snap = tmp_path / "r.db", probe_host_layer()
+    line = ensure_dispatch_figures(db, snap, "jax")
+    assert line is not None and "jax on cpu" in line and "ops run #" in line
+    with ResultStore.open(db) as store:
+        run_id, workers = latest_ops_run(store, store.add_machine(snap))
+    f = device_figures(run_id, workers, "cpu")
+    assert f.per_op_seconds["jax"] > 0 and f.call_seconds["jax"] > f.per_op_seconds["jax"]
+    assert ensure_dispatch_figures(db, snap, "jax") is None  # stored: not measured again
