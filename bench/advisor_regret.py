@@ -25,6 +25,7 @@ from devicebench.advisor.advice import DEFAULT_BUDGET_S, advise_workload, defaul
 from devicebench.advisor.job import workload_facts
 from devicebench.advisor.search import rejection
 from devicebench.env.probe import probe_host_layer
+from devicebench.measure.stats import paired_ratio
 from devicebench.profiles import load_profile
 from devicebench.profiles.record import sweep, sweep_space
 from devicebench.profiles.replay import VirtualClock, replay_advise, replay_launcher
@@ -87,6 +88,13 @@ def main() -> None:
         safe = {s: r.step_time.median for s, r in by.items()
                 if r.step_time is not None and not rejection(r, baseline)}
         best = min(safe, key=safe.get)
+        if profile is not None:
+            held = [s for s in space if by[s].status != "skipped"]
+            if len(held) < len(space):
+                print(f"{name}: the profile holds {len(held)} of the {len(space)} "
+                      "configurations; the others cost nothing in the sweep or in advise, so "
+                      "the share below is over the held ones only (advise must measure at "
+                      "least the headline pair; a real sweep would measure the rest too)")
         print(f"{name}: sweep of {len(space)} configurations: set-up {setup_s:.0f} s, "
               f"{rounds} interleaved rounds: best {best.label} {safe[best] * 1e3:.3g} ms/step",
               flush=True)
@@ -116,8 +124,18 @@ def main() -> None:
               f"candidates on their set-up steps: {', '.join(screened) or '-'}")
         regret = safe[pick] / safe[best] - 1
         ratio = advise_s / sweep_s
+        # The sweep's own paired CI of best vs pick: a regret the sweep's 30 interleaved
+        # rounds cannot tell from 0 is reported as such (still judged by the medians).
+        ci = paired_ratio(by[pick].round_step_times, by[best].round_step_times) \
+            if pick != best else None
+        sig = ""
+        if ci is not None:  # pick / best per round: regret + 1
+            sig = (f" [sweep's 95% CI {ci.ci_low - 1:+.1%} to {ci.ci_high - 1:+.1%} over "
+                   f"{ci.n_rounds} rounds" + (": not significant, the sweep cannot tell them "
+                                              "apart either]" if not ci.significant else "]"))
         print(f"{name}: advise picked {pick.label} ({advice.verdict[:80]}...)\n"
-              f"{name}: regret {regret:.1%} ({'within' if regret <= 0.05 else 'OUTSIDE'} 5%); "
+              f"{name}: regret {regret:.1%}{sig} "
+              f"({'within' if regret <= 0.05 else 'OUTSIDE'} 5%); "
               f"advise took {advise_s:.0f} s vs sweep {sweep_s:.0f} s = {ratio:.0%} "
               f"({'within' if ratio <= 0.25 else 'OUTSIDE'} 25%)", flush=True)
         stall_a, stall_s = stall_seconds(advised), stall_seconds(by.values())
