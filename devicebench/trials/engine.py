@@ -265,7 +265,8 @@ class TrialGroup:
                         "batch_size", "steps_per_epoch", "flops_per_step",
                         "loss_checkpoints", "equivalence_losses", "jit_resolved",
                         "data_note", "placement", "input_seconds_per_batch",
-                        "setup_step_seconds", "setup_steps", "setup_step_method"):
+                        "setup_step_seconds", "setup_steps", "setup_step_method",
+                        "validation_samples", "workload_epochs"):
                 if key in reply:
                     setattr(r, key, reply[key])
             if spec != self._weights_source:
@@ -315,6 +316,10 @@ class TrialGroup:
                 r.steps_per_block = reply.get("steps_per_block", r.steps_per_block)
                 r.block_seconds.extend(reply["block_seconds"])
                 r.block_rounds.extend([rnd] * len(reply["block_seconds"]))
+                if "validation_first_seconds" in reply:
+                    r.validation_first_seconds = reply["validation_first_seconds"]
+                r.validation_seconds.extend(reply.get("validation_seconds", []))
+                r.validation_rounds.extend([rnd] * len(reply.get("validation_seconds", [])))
             self._rounds += 1
             self._comparable_rounds += 1
             ran += 1
