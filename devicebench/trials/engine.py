@@ -377,6 +377,7 @@ def run_workload_group(
     start_worker: Callable[[TrialSpec], Worker] | None = None,
     on_event: Event | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
+    enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None,
 ) -> list[TrialResult]:
     """Measure trials of one workload against each other, interleaved.
 
@@ -387,6 +388,8 @@ def run_workload_group(
         start_worker: launcher seam (tests pass a fake); default: a fresh process.
         on_event: progress callback ``(event, spec, info)``.
         on_result: called once per trial as soon as its result is final (store it there).
+        enough: an extra stop rule past ``options.min_rounds`` (see
+            :meth:`TrialGroup.measure`), e.g. :func:`devicebench.trials.summary.ratios_precise`.
 
     Returns:
         one TrialResult per spec, in the given order; a failed trial has its status and
@@ -397,7 +400,7 @@ def run_workload_group(
     with TrialGroup(ref, options, start_worker=start_worker, on_event=on_event,
                     on_result=on_result) as group:
         group.add(specs)
-        group.measure(options)
+        group.measure(options, enough)
         group.finish()
     return [group.results[s] for s in specs]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from devicebench.measure.stats import Ratio, paired_ratio
 from devicebench.trials.epochs import FitEstimate, fit_estimate
 from devicebench.trials.result import TrialResult
+from devicebench.trials.spec import TrialSpec
 
 
 @dataclass(frozen=True)
@@ -83,3 +85,30 @@ def compare(results: list[TrialResult], epochs: int | None = None) -> list[Compa
                 ratio = paired_ratio(ref.round_step_times, r.round_step_times)
             rows.append(ComparisonRow(r, r is ref, ratio, fit_estimate(r, epochs)))
     return rows
+
+
+def ratios_precise(reference: TrialSpec, rel_halfwidth: float
+                   ) -> Callable[[dict[TrialSpec, TrialResult]], bool]:
+    """A stop rule for :meth:`TrialGroup.measure` (its ``enough``): stop once every
+    trial's paired speed-up over ``reference`` has a 95% CI within ±``rel_halfwidth`` of
+    its value. A comparison is about the ratio, and two step times each within ±3% can
+    still give a ratio whose CI is wider: this rule takes more rounds where it is.
+
+    Example:
+        >>> run_workload_group([a, b], RunOptions(target_ci=0, budget_seconds=120),
+        ...                    enough=ratios_precise(a, 0.02))  # doctest: +SKIP
+    """
+
+    def enough(results: dict[TrialSpec, TrialResult]) -> bool:
+        base = results.get(reference)
+        if base is None or base.status != "ok":
+            return True  # nothing to compare with: more rounds cannot help
+        for spec, r in results.items():
+            if spec == reference or r.status != "ok" or not r.block_seconds:
+                continue
+            q = paired_ratio(base.round_step_times, r.round_step_times)
+            if q is None or (q.ci_high - q.ci_low) / 2 > rel_halfwidth * q.value:
+                return False
+        return True
+
+    return enough

@@ -309,3 +309,23 @@ def test_fit_estimate_adds_validation_and_the_first_epochs_one_time_cost():
     old = TrialResult.from_dict({k: v for k, v in r.to_dict().items()
                                  if not k.startswith(("validation", "workload_epochs"))})
     assert old.epoch_seconds == pytest.approx(2.0) and fit_estimate(old).fit_s is None
+
+
+def test_ratios_precise_stops_only_when_the_speedups_ci_is_narrow():
+    from devicebench.trials.summary import ratios_precise
+
+    a, b = TrialSpec("seed-rnn"), TrialSpec("seed-rnn", jit="on")
+    rounds = list(range(8))
+
+    def res(spec, times):
+        return TrialResult(spec, block_seconds=times, block_rounds=rounds[:len(times)],
+                           steps_per_block=1)
+
+    base = res(a, [1.0] * 8)
+    rule = ratios_precise(a, 0.02)
+    steady = res(b, [0.5, 0.502, 0.499, 0.501, 0.5, 0.5, 0.498, 0.501])
+    noisy = res(b, [0.5, 0.6, 0.45, 0.55, 0.5, 0.62, 0.41, 0.5])
+    assert rule({a: base, b: steady})
+    assert not rule({a: base, b: noisy})
+    failed = TrialResult(a, status="error")
+    assert rule({a: failed, b: noisy})  # nothing to compare with: more rounds cannot help
