@@ -273,7 +273,7 @@ def advise_workload(
     finally:
         group.close()  # an interrupted search leaves no worker behind
     final_results = [group.results[s] for s in [baseline, *finalists]]
-    rows = compare(final_results)
+    rows = compare(final_results, epochs)  # a fit of the planned epochs
     result.rows = rows
     by_spec = {r.result.spec: r for r in rows}
     base_row = by_spec.get(baseline)

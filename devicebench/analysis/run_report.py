@@ -21,6 +21,7 @@ from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
 from devicebench.store.db import ResultStore
 from devicebench.store.runs import TRAINING_COMMANDS, StoredRun, latest_run_id, load_run
+from devicebench.trials.epochs import fit_estimate
 from devicebench.trials.result import TrialResult
 from devicebench.trials.summary import compare
 
@@ -65,6 +66,7 @@ class ConfigFigures:
     loss_detail: str
     loss_curve: list[tuple[int, float]]  # (step, loss): equivalence steps, or checkpoints
     spread_warning: str
+    fit: dict[str, Any] | None = None  # FitEstimate.to_dict(): epoch parts, whole fit
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,8 @@ def _config(t: TrialResult, speedup: Speedup | None, is_ref: bool) -> ConfigFigu
         st.median if st else None, st.ci_low if st else None, st.ci_high if st else None,
         st.n if st else 0, speedup, is_ref, t.samples_per_second, t.epoch_seconds,
         t.first_step_seconds, t.peak_device_memory_bytes, t.peak_rss_bytes, t.loss_verdict,
-        t.loss_detail, _curve(t), t.spread_warning)
+        t.loss_detail, _curve(t), t.spread_warning,
+        est.to_dict() if (est := fit_estimate(t)) is not None else None)
 
 
 def _latest_per_spec(trials: list[TrialResult]) -> list[TrialResult]:

@@ -94,6 +94,7 @@ def run(
     from devicebench.env.probe import probe_host_layer
     from devicebench.store import recorded_run
     from devicebench.trials.engine import RunOptions, run_workload_group
+    from devicebench.trials.epochs import fit_estimate
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.summary import ComparisonRow, compare
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
@@ -148,7 +149,7 @@ def run(
                     progress.stop()
     # Only trials measured together in this run are compared (their rounds interleaved);
     # stored ones are shown as they were stored, apart.
-    rows = compare(results) + [ComparisonRow(r, False, None) for r in stored]
+    rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
     results += stored
     if json_out:
         print(json.dumps({"schema_version": 1, "run_id": run_id, "notes": notes,

@@ -69,6 +69,12 @@ class PathStat:
     ref: str | None = None
     speedups: list[tuple[int, Ratio | None]] = field(default_factory=list)
     crossover: int | None = None
+    # The fitted rate is above the device's measured peak (not a naive path): the fixed
+    # cost overlaps the work there (asynchronous dispatch), so t = overhead + work/rate
+    # does not hold; the rate at the largest size (work / time) is shown instead.
+    fit_above_peak: bool = False
+    largest_rate: float | None = None  # work / median at the largest usable size
+    largest_pct_of_peak: float | None = None
 
     @property
     def label(self) -> str:
@@ -84,6 +90,9 @@ class PathStat:
             fit = {"overhead_s": f.overhead, "rate_per_s": f.rate if f.rate != float("inf")
                    else None, "n_points": f.n_points, "rel_residual": f.rel_residual,
                    "pct_of_matmul_peak": self.pct_of_peak,
+                   "above_matmul_peak": self.fit_above_peak,
+                   "rate_at_largest_size_per_s": self.largest_rate,
+                   "pct_of_matmul_peak_at_largest_size": self.largest_pct_of_peak,
                    "dispatch_bound_below_size": self.dispatch_bound_below}
         return {
             "label": self.label, "backend": self.backend, "device": self.device,
@@ -104,6 +113,7 @@ class Peak:
     flops_per_s: float
     label: str
     size: int
+    math: str = ""  # how its float32 matmul computed: "TF32" | "float32" | "" (unknown)
 
 
 @dataclass
@@ -133,8 +143,8 @@ class OpsAnalysis:
     def to_dict(self) -> dict[str, Any]:
         return {
             "accelerators": self.accelerators,
-            "matmul_peak": {d: {"flops_per_s": p.flops_per_s, "path": p.label, "size": p.size}
-                            for d, p in self.peaks.items()},
+            "matmul_peak": {d: {"flops_per_s": p.flops_per_s, "path": p.label, "size": p.size,
+                                "math": p.math} for d, p in self.peaks.items()},
             "notes": self.notes,
             "workers": [{"backend": w.backend, "device": w.device, "status": w.status,
                          "error": w.error, "info": w.info} for w in self.workers],
@@ -197,8 +207,55 @@ def measured_peaks(workers: list[OpsWorkerResult]) -> dict[str, Peak]:
                 continue
             rate = op_flops("matmul", p.size) / s.median
             if w.device not in peaks or rate > peaks[w.device].flops_per_s:
-                peaks[w.device] = Peak(rate, f"{w.label} {p.mode}", p.size)
+                peaks[w.device] = Peak(rate, f"{w.label} {p.mode}", p.size,
+                                       matmul_math(w.backend, w.device, w.info))
     return peaks
+
+
+def matmul_math(backend: str, device: str, info: dict[str, Any]) -> str:
+    """How a backend computes a float32 matmul on ``device``: ``"TF32"`` (10-bit
+    mantissa, NVIDIA GPUs from Ampere on) or ``"float32"``; from the settings the worker
+    recorded, else the backend's default (jax and TensorFlow use TF32 on those GPUs by
+    default, torch does not).
+
+    Example:
+        >>> matmul_math("torch", "gpu:0", {})
+        'float32'
+    """
+    if device == "cpu" or backend == "numpy" or device == "mps":
+        return "float32"
+    if backend == "jax":
+        precision = str(info.get("matmul_precision") or "None").lower()
+        return "float32" if precision in ("highest", "float32") else "TF32"
+    if backend == "torch":
+        tf32 = info.get("allow_tf32") or str(info.get("matmul_precision", "")).lower() in (
+            "high", "medium")
+        return "TF32" if tf32 else "float32"
+    if backend == "tensorflow":
+        return "TF32" if info.get("tf32", True) else "float32"
+    return ""
+
+
+def math_notes(workers: list[OpsWorkerResult], peaks: dict[str, Peak]) -> list[str]:
+    """One note per worker whose float32 matmul math differs from its device's peak's:
+    its % of peak is held against other math (e.g. full float32 against a TF32 peak)."""
+    notes = []
+    for w in workers:
+        peak = peaks.get(w.device)
+        math = matmul_math(w.backend, w.device, w.info)
+        if peak is None or not peak.math or not math or math == peak.math or not w.points:
+            continue
+        fix = {"torch": "torch.backends.cuda.matmul.allow_tf32 = True (or torch."
+                        "set_float32_matmul_precision('high'))",
+               "jax": "jax.config.update('jax_default_matmul_precision', 'tensorfloat32')",
+               "tensorflow": "tf.config.experimental.enable_tensor_float_32_execution(True)"}
+        how = (f"so it cannot reach 100%; to run TF32 too (a 10-bit mantissa): "
+               f"{fix.get(w.backend, 'enable TF32')}" if math == "float32" else
+               "so its figures are TF32 math, not float32")
+        notes.append(f"{w.label}: float32 matmuls run in {math} math, but the {w.device} "
+                     f"peak ({peak.label}) was measured in {peak.math} math: its % peak is "
+                     f"held against other math, {how}")
+    return notes
 
 
 def _fit(path: PathStat, op: str, peak: Peak | None) -> None:
@@ -212,6 +269,11 @@ def _fit(path: PathStat, op: str, peak: Peak | None) -> None:
         flops_rate = rate * largest.flops / largest.work
         if peak is not None:
             path.pct_of_peak = 100.0 * flops_rate / peak.flops_per_s
+            if path.pct_of_peak > 100.0 and path.mode != "naive":
+                path.fit_above_peak = True
+                path.largest_rate = largest.work / largest.median
+                path.largest_pct_of_peak = (100.0 * largest.flops / largest.median
+                                            / peak.flops_per_s)
         if path.fit.overhead > 0:
             path.dispatch_bound_below = side_for_work(op, path.fit.break_even_work())
 
@@ -270,7 +332,7 @@ def analyse(workers: list[OpsWorkerResult], accelerators: list[str] | None = Non
         analysis = OpAnalysis(op, WORK_UNIT[op], paths)
         analysis.verdict = op_verdict(analysis, peaks, accelerators or [], compiled_with)
         ops.append(analysis)
-    all_notes = list(notes or [])
+    all_notes = list(notes or []) + math_notes(workers, peaks)
     points = [q for o in ops for p in o.paths for q in p.points if p.mode != "in-graph"]
     noisy = sum(q.noisy for q in points)
     if noisy:

@@ -74,7 +74,7 @@ def _seed_path(a: OpAnalysis, device: str) -> PathStat | None:
 
 def _best_rate(a: OpAnalysis, device: str) -> float | None:
     rates = [p.fit.rate for p in a.paths if p.device == device and p.fit is not None
-             and math.isfinite(p.fit.rate) and p.mode != "naive"]
+             and math.isfinite(p.fit.rate) and p.mode != "naive" and not p.fit_above_peak]
     return max(rates) if rates else None
 
 
@@ -184,7 +184,8 @@ def op_verdict(a: OpAnalysis, peaks: dict[str, Peak], accelerators: list[str],
         return [f"{a.op}: nothing was measured on the CPU."]
     small = seed.points[0]
     lines = []
-    rate = seed.fit.rate if seed.fit is not None and math.isfinite(seed.fit.rate) else None
+    rate = (seed.fit.rate if seed.fit is not None and math.isfinite(seed.fit.rate)
+            and not seed.fit_above_peak else None)
     best = rate or _best_rate(a, seed.device)
     arith = f", of which the arithmetic is ~{fmt_seconds(small.work / best)}" if best else ""
     elsewhere = ""

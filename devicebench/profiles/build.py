@@ -27,7 +27,9 @@ def _record_from_row(row: dict[str, Any], source: str) -> TrialRecord:
     k = max(int(raw.get("steps_per_block") or 1), 1)
     steps = [b / k for b in raw.get("block_seconds", [])]
     median = (row.get("step_time_s") or {}).get("median")
-    spe = round(row["epoch_s"] / median) if median and row.get("epoch_s") else 1
+    epoch = row.get("train_epoch_s") or row.get("epoch_s")  # epoch_s: older documents
+    spe = int(row.get("steps_per_epoch") or 0) or (round(epoch / median)
+                                                   if median and epoch else 1)
     batch = round(row["samples_per_s"] * median) if median and row.get("samples_per_s") \
         else 0
     ckpt = {int(s): float(v) for s, v in (row.get("loss_checkpoints") or {}).items()}

@@ -66,12 +66,15 @@ def _table(op: OpAnalysis) -> Table:
     for path in op.paths:
         fit = path.fit
         pct = fmt_pct(path.pct_of_peak)
+        rate = fmt_rate(fit.rate, op.unit) if fit else "-"
         if path.mode == "naive" and (path.pct_of_peak or 0) > 100:
             pct = "[red]impossible[/]"  # unsynced loops time the dispatch, not the work
+        elif path.fit_above_peak:  # the fit overstates: the largest size's own rate
+            rate = f"[yellow]{fmt_rate(path.largest_rate, op.unit)}*[/]"
+            pct = f"[yellow]{fmt_pct(path.largest_pct_of_peak)}*[/]"
         table.add_row(
             path.label, *[_cell(path, s) for s in shown],
-            _t(fit.overhead) if fit else "-",
-            fmt_rate(fit.rate, op.unit) if fit else "-", pct, _versus(path))
+            _t(fit.overhead) if fit else "-", rate, pct, _versus(path))
     return table
 
 
@@ -82,15 +85,24 @@ def render_ops(analysis: OpsAnalysis, *, console: Console | None = None) -> None
               "ending with a device sync (naive: none, as seed 003 timed it); "
               "overhead and rate from t(n) = overhead + work(n) / rate")
     for device, peak in analysis.peaks.items():
+        math = f"; float32 inputs in {peak.math} math" if peak.math else ""
         con.print(f"measured matmul peak on {device}: "
                   f"{fmt_rate(peak.flops_per_s, 'flops')} ({peak.label} at "
-                  f"{fmt_size('matmul', peak.size)})")
+                  f"{fmt_size('matmul', peak.size)}{math})")
     con.print("vs ref: the size from which the path is faster than its reference (95% CI "
               "above 1) — numpy for CPU paths, the same path on the CPU for accelerators — "
               "and its speed-up at the largest size; ~ marks a point whose blocks spread by "
               "more than half the median; naive % peak above 100 (impossible): an unsynced "
               "loop timed the dispatch, not the work; in-graph figures include the "
               "compiler's fusion of the chain")
+    over = [(op, p) for op in analysis.ops for p in op.paths if p.fit_above_peak]
+    if over:
+        fits = ", ".join(f"{p.label} {op.op} {fmt_rate(p.fit.rate, op.unit)} "
+                         f"({fmt_pct(p.pct_of_peak)})" for op, p in over if p.fit)
+        con.print(f"* fitted rate above the measured peak ({fits}): there the call's fixed "
+                  "cost overlaps the work (asynchronous dispatch), so t(n) = overhead + "
+                  "work(n) / rate does not hold; shown instead: the rate at the largest size "
+                  "(work / time)")
     for op in analysis.ops:
         con.print()
         con.print(_table(op))

@@ -28,14 +28,58 @@ def fmt_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
+def fmt_epoch(row: ComparisonRow) -> str:
+    """The epoch as Keras' log shows it, with its parts when it validates:
+    ``"710.00 ms = 600.00 ms + val 110.00 ms"``."""
+    f = row.fit
+    if f is None:
+        return fmt_seconds(row.result.epoch_seconds)
+    if f.validation_s is None:
+        return fmt_seconds(f.epoch_s)
+    return (f"{fmt_seconds(f.epoch_s)} = {fmt_seconds(f.train_s)} + val "
+            f"{fmt_seconds(f.validation_s)}")
+
+
+def fmt_fit(row: ComparisonRow) -> str:
+    """A whole fit of the script's N epochs with its CI: ``"14.6 s [14.1–15.2]"``."""
+    f = row.fit
+    if f is None or f.fit_s is None or f.fit_ci is None:
+        return "-"
+    lo, hi = f.fit_ci
+    return f"{fmt_seconds(f.fit_s)} [{fmt_seconds(lo)}–{fmt_seconds(hi)}]"
+
+
+def fit_notes(rows: list[ComparisonRow]) -> list[str]:
+    """One line per workload saying what the epoch and whole-fit figures hold."""
+    lines = []
+    seen: set[str] = set()
+    for row in rows:
+        f, r = row.fit, row.result
+        if f is None or r.spec.workload in seen:
+            continue
+        seen.add(r.spec.workload)
+        epoch = ("epoch = training pass + validation pass over "
+                 f"{f.validation_samples:,} samples (as Keras' log shows it)"
+                 if f.validation_s is not None else "epoch = training pass (no validation)")
+        if f.fit_s is not None:
+            epoch += (f"; a fit of {f.epochs} epochs = the first epoch (compilation and "
+                      f"warm-up included: {fmt_seconds(f.first_epoch_s)} for {r.spec.label}) "
+                      f"+ {f.epochs - 1} steady ones, as a stopwatch around fit() reads it")
+        lines.append(f"{r.spec.workload}: {epoch}")
+    return lines
+
+
 def render_comparison(rows: list[ComparisonRow], *, console: Console | None = None,
                       notes: list[str] | None = None) -> None:
     """The final table: step time ± CI, samples/s, epoch, speed-up, memory, loss, status."""
     con = console or make_console()
     table = Table(title="Training speed: median step time [95% CI], interleaved rounds",
                   title_justify="left")
+    epochs = {row.fit.epochs for row in rows if row.fit is not None and row.fit.epochs}
+    fit_col = (f"fit of {next(iter(epochs))} epochs [95% CI]" if len(epochs) == 1
+               else "whole fit [95% CI]")
     for col in ("configuration", "status", "step time [95% CI]", "samples/s", "epoch",
-                "1st step", "speed-up [95% CI]", "memory", "loss"):
+                fit_col, "1st step", "speed-up [95% CI]", "memory", "loss"):
         table.add_column(col, overflow="fold")
     workloads = list(dict.fromkeys(row.result.spec.workload for row in rows))
     for workload in workloads:
@@ -64,11 +108,11 @@ def render_comparison(rows: list[ComparisonRow], *, console: Console | None = No
             table.add_row(
                 r.spec.label, status, step,
                 f"{r.samples_per_second:,.0f}" if r.samples_per_second else "-",
-                fmt_seconds(r.epoch_seconds), fmt_seconds(r.first_step_seconds), speed,
+                fmt_epoch(row), fmt_fit(row), fmt_seconds(r.first_step_seconds), speed,
                 memory, r.loss_verdict,
             )
     con.print(table)
-    lines: list[str] = list(notes or [])
+    lines: list[str] = list(notes or []) + fit_notes(rows)
     for row in rows:
         r = row.result
         who = f"{r.spec.workload} {r.spec.label}"

@@ -265,7 +265,8 @@ class TrialGroup:
                         "batch_size", "steps_per_epoch", "flops_per_step",
                         "loss_checkpoints", "equivalence_losses", "jit_resolved",
                         "data_note", "placement", "input_seconds_per_batch",
-                        "setup_step_seconds", "setup_steps", "setup_step_method"):
+                        "setup_step_seconds", "setup_steps", "setup_step_method",
+                        "validation_samples", "workload_epochs"):
                 if key in reply:
                     setattr(r, key, reply[key])
             if spec != self._weights_source:
@@ -315,6 +316,10 @@ class TrialGroup:
                 r.steps_per_block = reply.get("steps_per_block", r.steps_per_block)
                 r.block_seconds.extend(reply["block_seconds"])
                 r.block_rounds.extend([rnd] * len(reply["block_seconds"]))
+                if "validation_first_seconds" in reply:
+                    r.validation_first_seconds = reply["validation_first_seconds"]
+                r.validation_seconds.extend(reply.get("validation_seconds", []))
+                r.validation_rounds.extend([rnd] * len(reply.get("validation_seconds", [])))
             self._rounds += 1
             self._comparable_rounds += 1
             ran += 1
@@ -372,6 +377,7 @@ def run_workload_group(
     start_worker: Callable[[TrialSpec], Worker] | None = None,
     on_event: Event | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
+    enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None,
 ) -> list[TrialResult]:
     """Measure trials of one workload against each other, interleaved.
 
@@ -382,6 +388,8 @@ def run_workload_group(
         start_worker: launcher seam (tests pass a fake); default: a fresh process.
         on_event: progress callback ``(event, spec, info)``.
         on_result: called once per trial as soon as its result is final (store it there).
+        enough: an extra stop rule past ``options.min_rounds`` (see
+            :meth:`TrialGroup.measure`), e.g. :func:`devicebench.trials.summary.ratios_precise`.
 
     Returns:
         one TrialResult per spec, in the given order; a failed trial has its status and
@@ -392,7 +400,7 @@ def run_workload_group(
     with TrialGroup(ref, options, start_worker=start_worker, on_event=on_event,
                     on_result=on_result) as group:
         group.add(specs)
-        group.measure(options)
+        group.measure(options, enough)
         group.finish()
     return [group.results[s] for s in specs]
 

@@ -60,6 +60,14 @@ class TrialResult:
     # Blocks cut the other way before a search switched (raw, as block_seconds/rounds
     # with their "cut" and "steps_per_block"): comparisons with trials pruned then.
     earlier_blocks: dict[str, Any] = field(default_factory=dict)
+    # The validation pass fit runs at each epoch end (workloads that validate): its size,
+    # the first pass (tracing/compilation of the test function), and one timed pass per
+    # measured round (``validation_rounds[i]``), each ending with a device sync.
+    validation_samples: int = 0
+    validation_first_seconds: float | None = None
+    validation_seconds: list[float] = field(default_factory=list)
+    validation_rounds: list[int] = field(default_factory=list)
+    workload_epochs: int | None = None  # epochs the workload's script trains (None: unknown)
     loss_verdict: str = "n/a"
     loss_detail: str = ""
 
@@ -102,9 +110,23 @@ class TrialResult:
         return self.batch_size / st.median if st and st.median > 0 else None
 
     @property
-    def epoch_seconds(self) -> float | None:
+    def train_epoch_seconds(self) -> float | None:
+        """One epoch's training pass: median step time x steps per epoch."""
         st = self.step_time
         return st.median * self.steps_per_epoch if st else None
+
+    @property
+    def validation_pass_seconds(self) -> float | None:
+        """The median validation pass (None: the workload does not validate)."""
+        return summarize(self.validation_seconds).median if self.validation_seconds else None
+
+    @property
+    def epoch_seconds(self) -> float | None:
+        """One epoch as Keras' log shows it: training pass + validation pass."""
+        train = self.train_epoch_seconds
+        if train is None:
+            return None
+        return train + (self.validation_pass_seconds or 0.0)
 
     @property
     def achieved_flops(self) -> float | None:

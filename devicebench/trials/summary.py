@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from devicebench.measure.stats import Ratio, paired_ratio
+from devicebench.trials.epochs import FitEstimate, fit_estimate
 from devicebench.trials.result import TrialResult
+from devicebench.trials.spec import TrialSpec
 
 
 @dataclass(frozen=True)
@@ -14,6 +17,7 @@ class ComparisonRow:
     result: TrialResult
     is_reference: bool
     speedup: Ratio | None  # reference step time / this step time (>1: faster)
+    fit: FitEstimate | None = None  # the epoch (training + validation) and a whole fit
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
@@ -29,6 +33,10 @@ class ComparisonRow:
             "step_time_s": None,
             "samples_per_s": r.samples_per_second,
             "epoch_s": r.epoch_seconds,
+            "train_epoch_s": r.train_epoch_seconds,
+            "validation_s": r.validation_pass_seconds,
+            "steps_per_epoch": r.steps_per_epoch,
+            "fit": self.fit.to_dict() if self.fit is not None else None,
             "achieved_flops": r.achieved_flops,
             "flops_per_step": r.flops_per_step,
             "first_step_s": r.first_step_seconds,
@@ -47,7 +55,10 @@ class ComparisonRow:
             "jit_resolved": r.jit_resolved,
             "spread_warning": r.spread_warning,
             "raw": {"block_seconds": r.block_seconds, "block_rounds": r.block_rounds,
-                    "steps_per_block": r.steps_per_block},
+                    "steps_per_block": r.steps_per_block,
+                    "validation_seconds": r.validation_seconds,
+                    "validation_rounds": r.validation_rounds,
+                    "validation_first_seconds": r.validation_first_seconds},
         }
         if st is not None:
             d["step_time_s"] = {"median": st.median, "q1": st.q1, "q3": st.q3,
@@ -59,8 +70,9 @@ class ComparisonRow:
         return d
 
 
-def compare(results: list[TrialResult]) -> list[ComparisonRow]:
-    """Rows per workload; the reference is the trial whose verdict is ``reference``."""
+def compare(results: list[TrialResult], epochs: int | None = None) -> list[ComparisonRow]:
+    """Rows per workload; the reference is the trial whose verdict is ``reference``.
+    ``epochs``: the whole fit each row shows (default: the workload's own epochs)."""
     rows: list[ComparisonRow] = []
     by_workload: dict[str, list[TrialResult]] = {}
     for r in results:
@@ -71,5 +83,32 @@ def compare(results: list[TrialResult]) -> list[ComparisonRow]:
             ratio = None
             if ref is not None and r is not ref and r.status == "ok" and r.block_seconds:
                 ratio = paired_ratio(ref.round_step_times, r.round_step_times)
-            rows.append(ComparisonRow(r, r is ref, ratio))
+            rows.append(ComparisonRow(r, r is ref, ratio, fit_estimate(r, epochs)))
     return rows
+
+
+def ratios_precise(reference: TrialSpec, rel_halfwidth: float
+                   ) -> Callable[[dict[TrialSpec, TrialResult]], bool]:
+    """A stop rule for :meth:`TrialGroup.measure` (its ``enough``): stop once every
+    trial's paired speed-up over ``reference`` has a 95% CI within ±``rel_halfwidth`` of
+    its value. A comparison is about the ratio, and two step times each within ±3% can
+    still give a ratio whose CI is wider: this rule takes more rounds where it is.
+
+    Example:
+        >>> run_workload_group([a, b], RunOptions(target_ci=0, budget_seconds=120),
+        ...                    enough=ratios_precise(a, 0.02))  # doctest: +SKIP
+    """
+
+    def enough(results: dict[TrialSpec, TrialResult]) -> bool:
+        base = results.get(reference)
+        if base is None or base.status != "ok":
+            return True  # nothing to compare with: more rounds cannot help
+        for spec, r in results.items():
+            if spec == reference or r.status != "ok" or not r.block_seconds:
+                continue
+            q = paired_ratio(base.round_step_times, r.round_step_times)
+            if q is None or (q.ci_high - q.ci_low) / 2 > rel_halfwidth * q.value:
+                return False
+        return True
+
+    return enough

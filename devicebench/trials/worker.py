@@ -109,6 +109,8 @@ class TrialSession:
             self.backend.allow_tf32()
         data = workload.make_data(seed)
         self.x, self.y = data.x, data.y
+        self.validation = data.validation  # timed at each measured block, as fit runs it
+        self.validation_timed = False
         self.batch = spec.batch_size or workload.batch_size
         self.steps_per_epoch = max(1, math.ceil(len(self.x) / self.batch))
         model = workload.build_model(keras)
@@ -181,6 +183,8 @@ class TrialSession:
             "steps_per_epoch": self.steps_per_epoch,
             "flops_per_step": workload.flops_per_step(self.batch),
             "placement": placement,
+            "validation_samples": data.validation_samples,
+            "workload_epochs": workload.epochs,
         }
         if losses and not math.isfinite(losses[-1]):
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
@@ -262,6 +266,28 @@ class TrialSession:
         except (ImportError, AttributeError, StopIteration, TypeError, ValueError):
             return None
 
+    def _time_validation(self) -> dict[str, Any]:
+        """Time one validation pass as ``fit`` runs it at an epoch end (``evaluate`` over
+        the validation data at the training batch size; its loss is a host float: the
+        device sync). The first pass of the session is reported apart: it traces and
+        compiles the test function, as the first epoch of a fit does."""
+        if self.validation is None:
+            return {}
+        x_val, y_val = self.validation
+
+        def one_pass() -> float:
+            t0 = time.perf_counter()
+            out = self.model.evaluate(x_val, y_val, batch_size=self.batch, verbose=0)
+            float(out[0] if isinstance(out, list | tuple) else out)
+            return time.perf_counter() - t0
+
+        reply: dict[str, Any] = {}
+        if not self.validation_timed:
+            self.validation_timed = True
+            reply["validation_first_seconds"] = one_pass()
+        reply["validation_seconds"] = [one_pass()]
+        return reply
+
     def _plan_blocks(self, whole_epochs: bool) -> None:
         """Cut timed blocks: whole epochs over the real data (exactly what ``fit`` does
         for the user: shuffling, the last partial batch and per-epoch overhead included),
@@ -328,7 +354,7 @@ class TrialSession:
                     return
                 reply: dict[str, Any] = {"block_seconds": [elapsed], "loss": loss,
                                          "steps_per_block": session.steps_per_block,
-                                         **self.warmup_info}
+                                         **self.warmup_info, **session._time_validation()}
                 self.warmup_info = {}
                 channel.send({"ok": True, **reply})
                 msg = channel.recv()

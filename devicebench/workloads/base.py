@@ -16,15 +16,31 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TrainData:
-    """Training arrays and a note on where they came from (shown in the output)."""
+    """Training arrays, optional validation arrays, and a note on where they came from.
+
+    ``validation`` is ``(x_val, y_val)`` when the original script validates at every
+    epoch end (Keras' ``fit(..., validation_data=(x_val, y_val))``): devicebench then
+    times that pass too, as ``fit`` runs it, and shows the epoch as Keras' log does.
+
+    Example:
+        >>> TrainData(x, y, validation=(x_val, y_val))  # doctest: +SKIP
+    """
 
     x: np.ndarray
     y: np.ndarray
     note: str = "synthetic, seeded"
+    validation: tuple[Any, Any] | None = None
 
     @property
     def samples(self) -> int:
         return int(self.x.shape[0])
+
+    @property
+    def validation_samples(self) -> int:
+        """Samples in the validation set (0: none)."""
+        if self.validation is None:
+            return 0
+        return len(_leaves(self.validation[0])[0][1])
 
 
 @dataclass(frozen=True)
@@ -49,7 +65,9 @@ class Workload:
         default_seed: the seed that reproduces the original script's data.
         tags: facts the advisor reasons with, e.g. ``"recurrent"`` (a per-timestep loop).
         epochs: how many epochs the original script trains (None: not stated); one-time
-            costs such as compilation are weighed against that much training.
+            costs such as compilation are weighed against that much training, and the
+            output shows how long a fit of that many epochs takes. Validation data, if
+            the script validates, comes with the training data (``TrainData.validation``).
     """
 
     name: str
@@ -88,7 +106,13 @@ def data_problem(data: TrainData) -> tuple[str, str] | None:
     in x or y (TensorFlow trains on them and reports a finite loss, JAX reports NaN —
     either way the comparison would be about the data, not the device).
     """
-    for name, value in (("x", data.x), ("y", data.y)):
+    parts = [("x", data.x), ("y", data.y)]
+    if data.validation is not None:
+        if not (isinstance(data.validation, tuple | list) and len(data.validation) == 2):
+            return ("its validation data is not a pair (x_val, y_val)",
+                    "pass TrainData(x, y, validation=(x_val, y_val))")
+        parts += [("x_val", data.validation[0]), ("y_val", data.validation[1])]
+    for name, value in parts:
         for suffix, leaf in _leaves(value):
             arr = np.asarray(leaf)
             label = name + suffix

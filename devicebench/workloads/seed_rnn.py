@@ -17,6 +17,7 @@ UNITS = 1
 INPUT_DIM = 1
 SERIES = 10_000  # the seed generates 10000 series and trains on the first 7000
 TRAIN = 7_000
+VALID = 2_000  # the seed validates on series 7000..9000 at every epoch end
 BATCH = 32
 LEARNING_RATE = 0.005
 TRAIN_FACTOR = 3  # forward + backward ≈ 3x forward
@@ -55,8 +56,11 @@ def make_data(seed: int) -> TrainData:
     series = generate_time_series(rng, SERIES, N_STEPS + 1)
     x = np.ascontiguousarray(series[:TRAIN, :N_STEPS])
     y = np.ascontiguousarray(series[:TRAIN, -1])
+    x_val = np.ascontiguousarray(series[TRAIN:TRAIN + VALID, :N_STEPS])
+    y_val = np.ascontiguousarray(series[TRAIN:TRAIN + VALID, -1])
     origin = "seed 000's generator" + (" (its seed 42)" if seed == 42 else f" (seed {seed})")
-    return TrainData(x=x, y=y, note=f"synthetic two-sine series, {origin}")
+    return TrainData(x=x, y=y, note=f"synthetic two-sine series, {origin}",
+                     validation=(x_val, y_val))
 
 
 def build_model(keras: Any) -> Any:
@@ -85,6 +89,7 @@ WORKLOAD = Workload(
         "timesteps": N_STEPS,
         "input": "(50, 1) float32",
         "samples": TRAIN,
+        "validation": f"{VALID} samples at every epoch end (the seed's validation_data)",
         "batch_size": BATCH,
         "optimizer": f"Adam(learning_rate={LEARNING_RATE})",
         "loss": "mse",

@@ -55,7 +55,11 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
         st = r["step_time_s"]
         assert st["ci95"][0] <= st["median"] <= st["ci95"][1]
         assert len(r["raw"]["block_seconds"]) == 3  # one synced block per round
-        assert r["epoch_s"] == pytest.approx(st["median"] * 219)
+        assert r["train_epoch_s"] == pytest.approx(st["median"] * 219)
+        # seed 000 validates on 2,000 samples each epoch: Keras' epoch holds both passes
+        assert r["validation_s"] > 0 and r["fit"]["validation_samples"] == 2000
+        assert r["epoch_s"] == pytest.approx(r["train_epoch_s"] + r["validation_s"])
+        assert r["fit"]["epochs"] == 20 and r["fit"]["fit_s"] > 20 * r["epoch_s"] * 0.99
         assert r["flops_per_step"] > 0 and r["peak_rss_bytes"] > 0
         assert r["peak_device_memory_bytes"] is None  # CPU: unknown, never 0
         assert r["first_step_s"] > 0 and r["warmup_s"] >= 0

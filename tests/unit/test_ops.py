@@ -4,11 +4,14 @@ protocol run inline on numpy."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from devicebench.env.snapshot import EnvSnapshot, HostInfo, NvidiaGpu, NvidiaSmi
 from devicebench.errors import SpecError
@@ -25,6 +28,7 @@ from devicebench.ops.spec import (
     parse_sizes,
     side_for_work,
 )
+from devicebench.ops.verdict import fmt_pct, fmt_rate
 from devicebench.ops.worker import predict_call, run_config
 
 # -- sizes and configs ----------------------------------------------------------------
@@ -378,3 +382,65 @@ def test_a_stalled_block_is_cut_short_and_keeps_its_per_call_rate():
     assert seconds == pytest.approx(10_000 * 0.001, rel=0.5)  # scaled to the whole block
     fast, _ = time_block(lambda: None, 100, None, limit=10.0)
     assert fast < 0.01
+
+
+RECORDED_OPS = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "h200" / "ops.json"
+
+
+def _recorded_h200_workers() -> list[OpsWorkerResult]:
+    """The H200's raw sweep rebuilt from its recorded ``ops --json`` (per-call samples x
+    calls per block; in-graph chains from the per-op samples and the paired compiled
+    call), so the real analysis runs on what the H200 measured."""
+    doc = json.loads(RECORDED_OPS.read_text())
+    chain = int(doc["settings"]["chain"])
+    workers = {(w["backend"], w["device"]): OpsWorkerResult(
+        w["backend"], w["device"], w["status"], w["error"], dict(w["info"]))
+        for w in doc["workers"]}
+    for op in doc["ops"]:
+        compiled = {(p["backend"], p["device"], q["size"]): q["samples_s"]
+                    for p in op["paths"] if p["mode"] == "compiled" for q in p["points"]}
+        for p in op["paths"]:
+            w = workers[(p["backend"], p["device"])]
+            for q in p["points"]:
+                per_call, n = q["samples_s"], q["calls_per_block"]
+                if p["mode"] == "in-graph":
+                    base = compiled[(p["backend"], p["device"], q["size"])]
+                    if len(base) != len(per_call):  # the analysis subtracted the median
+                        base = [float(np.median(base))] * len(per_call)
+                    per_call = [s * (chain - 1) + o for s, o in zip(per_call, base, strict=True)]
+                w.points.append(OpsPoint(op["op"], p["mode"], q["size"], calls_per_block=n,
+                                         chain=chain if p["mode"] == "in-graph" else 1,
+                                         block_seconds=tuple(s * n for s in per_call),
+                                         first_call_seconds=q["first_call_s"]))
+            for s in p["skipped"]:
+                w.points.append(OpsPoint(op["op"], p["mode"], s["size"], "skipped", s["reason"]))
+    return list(workers.values())
+
+
+def test_h200_fit_above_the_peak_is_flagged_and_the_peak_says_its_math():
+    from devicebench.report.ops import render_ops
+
+    doc = json.loads(RECORDED_OPS.read_text())
+    a = analyse(_recorded_h200_workers(), accelerators=["gpu:0"])
+    # the real analysis on the recorded samples gives the recorded figures back
+    assert a.peaks["gpu:0"].flops_per_s == pytest.approx(
+        doc["matmul_peak"]["gpu:0"]["flops_per_s"], rel=1e-9)
+    assert a.peaks["gpu:0"].math == "TF32" and a.peaks["cpu"].math == "float32"
+    matmul = next(o for o in a.ops if o.op == "matmul")
+    eager = matmul.path("jax", "gpu:0", "eager")
+    assert eager.pct_of_peak > 120 and eager.fit_above_peak  # the issue's "544 TFLOP/s, 135%"
+    assert 90 < eager.largest_pct_of_peak <= 100.0 + 1e-6
+    assert not matmul.path("torch", "gpu:0", "eager").fit_above_peak
+    assert not matmul.path("jax", "gpu:0", "naive").fit_above_peak  # flagged its own way
+    assert any("torch/gpu:0: float32 matmuls run in float32 math" in n and "TF32" in n
+               and "allow_tf32" in n for n in a.notes)
+    assert a.to_dict()["matmul_peak"]["gpu:0"]["math"] == "TF32"
+    con = Console(record=True, width=250)
+    render_ops(a, console=con)
+    text = con.export_text()
+    row = next(line for line in text.splitlines()
+               if line.strip().startswith("jax/gpu:0 eager") and "TFLOP/s" in line)
+    fitted = fmt_rate(eager.fit.rate, "flops")
+    assert fitted not in row and "*" in row  # never the plain fitted figure
+    assert f"{fitted} ({fmt_pct(eager.pct_of_peak)})" in text  # named in the footnote
+    assert "TF32 math" in text

@@ -285,3 +285,47 @@ def test_loop_ops_counts_what_a_while_frame_feeds_until_its_exit():
     # Enter, Merge, MatMul, Tanh, NextIteration run per iteration; Exit and Mean do not.
     assert _loop_ops(graph) == 5
     assert _loop_ops([n for n in graph if n.op not in ("Enter",)]) == 0
+
+
+def test_fit_estimate_adds_validation_and_the_first_epochs_one_time_cost():
+    from devicebench.trials.epochs import fit_estimate
+
+    r = TrialResult(TrialSpec("seed-rnn"), block_seconds=[2.0, 2.2, 1.8], block_rounds=[0, 1, 2],
+                    steps_per_block=200, steps_per_epoch=200, first_step_seconds=1.01,
+                    warmup_seconds=5.0, warmup_blocks=2, validation_samples=2000,
+                    validation_first_seconds=0.9, validation_seconds=[0.4, 0.5, 0.3],
+                    validation_rounds=[0, 1, 2], workload_epochs=20)
+    f = fit_estimate(r)
+    assert f.train_s == pytest.approx(2.0) and f.validation_s == pytest.approx(0.4)
+    assert f.epoch_s == pytest.approx(2.4) and r.epoch_seconds == pytest.approx(2.4)
+    # first step 1.01 s vs 0.01 steady; warm-up 5 s for two 2 s blocks; first val 0.9 vs 0.4
+    assert f.one_time_s == pytest.approx(1.0 + 1.0 + 0.5)
+    assert f.first_epoch_s == pytest.approx(4.9)
+    assert f.fit_s == pytest.approx(2.5 + 20 * 2.4)
+    lo, hi = f.fit_ci
+    assert lo < f.fit_s < hi  # per-round epochs 2.4, 2.7, 2.1: a real spread
+    assert fit_estimate(r, epochs=5).fit_s == pytest.approx(2.5 + 5 * 2.4)
+    # stored before validation was timed: a training pass, no whole fit
+    old = TrialResult.from_dict({k: v for k, v in r.to_dict().items()
+                                 if not k.startswith(("validation", "workload_epochs"))})
+    assert old.epoch_seconds == pytest.approx(2.0) and fit_estimate(old).fit_s is None
+
+
+def test_ratios_precise_stops_only_when_the_speedups_ci_is_narrow():
+    from devicebench.trials.summary import ratios_precise
+
+    a, b = TrialSpec("seed-rnn"), TrialSpec("seed-rnn", jit="on")
+    rounds = list(range(8))
+
+    def res(spec, times):
+        return TrialResult(spec, block_seconds=times, block_rounds=rounds[:len(times)],
+                           steps_per_block=1)
+
+    base = res(a, [1.0] * 8)
+    rule = ratios_precise(a, 0.02)
+    steady = res(b, [0.5, 0.502, 0.499, 0.501, 0.5, 0.5, 0.498, 0.501])
+    noisy = res(b, [0.5, 0.6, 0.45, 0.55, 0.5, 0.62, 0.41, 0.5])
+    assert rule({a: base, b: steady})
+    assert not rule({a: base, b: noisy})
+    failed = TrialResult(a, status="error")
+    assert rule({a: failed, b: noisy})  # nothing to compare with: more rounds cannot help

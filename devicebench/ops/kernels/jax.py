@@ -37,7 +37,9 @@ class Kernels(BaseKernels):
             self.dev = accel[0]
         self.info = {"version": jax.__version__, "import_seconds": self.import_seconds,
                      "compiled_with": self.compiled_with,
-                     "device_name": f"{self.dev.platform}:{self.dev.id}"}
+                     "device_name": f"{self.dev.platform}:{self.dev.id}",
+                     # None: jax's default, TF32 for float32 matmuls on NVIDIA GPUs
+                     "matmul_precision": str(jax.config.jax_default_matmul_precision)}
 
     def inputs(self, op: str, n: int) -> tuple[Any, ...]:
         return tuple(self.jax.device_put(a, self.dev) for a in host_inputs(op, n))

@@ -45,7 +45,10 @@ class Kernels(BaseKernels):
         self.compiled_with = "torch.compile" if config.torch_compile else "torch.jit.trace"
         self.info = {"version": torch.__version__, "import_seconds": self.import_seconds,
                      "compiled_with": self.compiled_with, "device_name": str(self.dev),
-                     "intra_op_threads": torch.get_num_threads()}
+                     "intra_op_threads": torch.get_num_threads(),
+                     # "highest" (the default): float32 matmuls in full float32 math
+                     "matmul_precision": torch.get_float32_matmul_precision(),
+                     "allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
         if not config.torch_compile:
             self.info["compiled_note"] = TRACE_REASON
 
