@@ -72,8 +72,10 @@ MAIN_BUDGET_S = 40.0
 MAIN_EQUIVALENCE_STEPS = 20
 
 
-def main_job(db: Path | None = None) -> int:
-    """``devicebench`` alone: a doctor summary, then advise on seed-rnn and mnist-cnn."""
+def main_job(db: Path | None = None, workloads: tuple[str, ...] = MAIN_WORKLOADS,
+             budget: float = MAIN_BUDGET_S) -> int:
+    """``devicebench`` alone: a doctor summary, then advise on seed-rnn and mnist-cnn
+    (``workloads``, each under ``budget`` seconds)."""
     from devicebench.env.checks import run_checks
     from devicebench.env.probe import probe_environment
     from devicebench.report.advise import render_advice
@@ -96,13 +98,12 @@ def main_job(db: Path | None = None) -> int:
     from devicebench.advisor.job import ensure_dispatch_figures
 
     # The per-op cost behind the accelerator verdict's reasons, once per machine.
-    probed = ensure_dispatch_figures(db, snap, default_baseline(snap, MAIN_WORKLOADS[0])[0]
-                                     .backend)
+    probed = ensure_dispatch_figures(db, snap, default_baseline(snap, workloads[0])[0].backend)
     if probed:
         con.print(f"  {probed}", markup=False, highlight=False)
     verdicts = []
-    for name in MAIN_WORKLOADS:
-        advice = _with_progress(name, True, baseline=None, budget=MAIN_BUDGET_S,
+    for name in workloads:
+        advice = _with_progress(name, True, baseline=None, budget=budget,
                                 allow_batch_change=False, db=db, snapshot=snap,
                                 equivalence_steps=MAIN_EQUIVALENCE_STEPS)
         render_advice(advice, console=con, brief=True)

@@ -39,7 +39,7 @@ class Kernels(BaseKernels):
         self.info = {"version": tf.__version__, "import_seconds": self.import_seconds,
                      "compiled_with": self.compiled_with, "device_name": self.dev,
                      "intra_op_threads": threads or "all cores",
-                     "tf32": bool(tf.config.experimental.is_tensor_float_32_execution_enabled())}
+                     "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled())}
 
     def inputs(self, op: str, n: int) -> tuple[Any, ...]:
         tf = self.tf
