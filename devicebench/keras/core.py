@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -116,15 +117,23 @@ class MonitorLog:
     memory_label: str = "unknown"
     overhead_seconds: float = 0.0  # in the monitor's per-block/epoch code, syncs excluded
     setup_seconds: float = 0.0  # once per fit: finding the memory API, NVML, opening sinks
+    # Step times of the full blocks so far, kept sorted: the running median in O(log n)
+    # per block, so a days-long fit does not pay a growing sort at every block.
+    _full_sorted: list[float] = field(default_factory=list, repr=False)
+    _epoch_start: int = field(default=0, repr=False)  # index of the open epoch's 1st block
+    _nan_epochs: set[int] = field(default_factory=set, repr=False)
 
     # -- feeding -------------------------------------------------------------------------
     def add_block(self, block: Block) -> list[Alert]:
-        """Record a block; returns the alerts it raises (also kept in :attr:`alerts`)."""
+        """Record a block; returns the alerts it raises (also kept in :attr:`alerts`).
+
+        One NaN alert per epoch at most: the loss stays NaN once it is.
+        """
         new: list[Alert] = []
         if block.kind == BLOCK and block.steps > 0:
-            history = [b.step_seconds for b in self.blocks if b.kind == BLOCK]
+            history = self._full_sorted
             if len(history) >= STALL_MIN_BLOCKS:
-                median = statistics.median(history)
+                median = _sorted_median(history)
                 if median > 0 and block.step_seconds > self.stall_factor * median:
                     ratio = block.step_seconds / median
                     new.append(Alert(
@@ -134,15 +143,32 @@ class MonitorLog:
                         f"{ratio:.1f}x the running median {fmt_seconds(median)} — training "
                         "is being held up (input pipeline, another process, swapping, thermal "
                         "throttling); check `top`/`nvidia-smi` and your data loading"))
-        if block.loss is not None and not math.isfinite(block.loss):
+            bisect.insort(history, block.step_seconds)
+        if (block.loss is not None and not math.isfinite(block.loss)
+                and block.epoch not in self._nan_epochs):
+            self._nan_epochs.add(block.epoch)
             new.append(nan_alert(block.epoch, block.first_step + block.steps - 1, block.loss))
         self.blocks.append(block)
         self.alerts.extend(new)
         return new
 
+    def add_alert(self, alert: Alert) -> bool:
+        """Record an alert found outside a block (the epoch's logs); False = a NaN alert
+        for that epoch is already recorded."""
+        if alert.kind == "nan":
+            if alert.epoch in self._nan_epochs:
+                return False
+            self._nan_epochs.add(alert.epoch)
+        self.alerts.append(alert)
+        return True
+
     def end_epoch(self, epoch: int, wall_seconds: float) -> EpochRecord:
         """Close ``epoch``: summarise its blocks against the current steady rate."""
-        mine = [b for b in self.blocks if b.epoch == epoch]
+        start = self._epoch_start
+        if start > len(self.blocks) or any(b.epoch != epoch for b in self.blocks[start:]):
+            start = 0  # fed out of order (tests): fall back to a scan
+        mine = [b for b in self.blocks[start:] if b.epoch == epoch]
+        self._epoch_start = len(self.blocks)
         steps = sum(b.steps for b in mine)
         train = sum(b.seconds for b in mine)
         full = [b.step_seconds for b in mine if b.kind == BLOCK]
@@ -269,14 +295,18 @@ def nan_alert(epoch: int, step: int, value: float) -> Alert:
                  "(TrainingMonitor(stop_on_nan=True) stops the fit when this happens)")
 
 
+def _sorted_median(values: list[float]) -> float:
+    n = len(values)
+    mid = n // 2
+    return values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def _weighted_busy(blocks: list[Block]) -> float | None:
     pairs = [(b.gpu_busy, b.seconds) for b in blocks if b.gpu_busy is not None]
     total = sum(s for _, s in pairs)
     if not pairs or total <= 0:
         return None
     return sum(u * s for u, s in pairs) / total
-
-
 
 
 def _mb(nbytes: int) -> str:

@@ -123,7 +123,10 @@ def test_a_non_finite_loss_raises_the_nan_alert() -> None:
     log = MonitorLog()
     (alert,) = log.add_block(Block(2, 0, 10, 0.1, loss=float("nan")))
     assert alert.kind == "nan" and "epoch 3" in alert.message and "clipnorm" in alert.message
-    assert log.add_block(Block(2, 10, 10, 0.1, loss=float("inf")))[0].kind == "nan"
+    # Once per epoch: the loss stays NaN once it is; the next epoch says it again.
+    assert log.add_block(Block(2, 10, 10, 0.1, loss=float("inf"))) == []
+    assert log.add_block(Block(3, 0, 10, 0.1, loss=float("inf")))[0].kind == "nan"
+    assert [a.epoch for a in log.alerts] == [2, 3]
 
 
 def test_tails_count_as_steady_when_a_whole_epoch_is_shorter_than_a_block() -> None:
