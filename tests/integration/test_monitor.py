@@ -117,6 +117,15 @@ def test_steps_per_execution_and_no_validation(backend: str, tmp_path: Path) -> 
         assert sum(b["steps"] for b in rep["blocks"] if b["epoch"] == epoch) == 40
     assert "val_loss" not in rep["history"] and len(rep["history"]["step_ms"]) == 2
     assert all(v > 0 for v in rep["history"]["step_ms"])
+    # Without validation an epoch's last block closes at on_epoch_end, on the loss Keras
+    # has just fetched (no probe of its own): the block's loss is the epoch's loss.
+    for epoch, loss in enumerate(rep["history"]["loss"]):
+        last = [b for b in rep["blocks"] if b["epoch"] == epoch][-1]
+        assert last["loss"] == pytest.approx(loss)
+    # The monitor leaves Keras' asynchronous batch-end dispatch as it finds it: on where
+    # Keras declares the backend thread-safe (JAX, torch), off on TensorFlow anyway.
+    assert rep["async_train"] == rep["async_train_without"]
+    assert rep["async_train"] is (backend != "tensorflow")
 
 
 @requires_jax

@@ -246,3 +246,51 @@ def test_monitor_cli_parent_imports_no_framework(tmp_path: Path) -> None:
     lines = res.stdout.splitlines()
     assert lines[0] == "1" and lines[1] == "True"
     assert lines[-1] == "FRAMEWORKS [] 0"
+
+
+def test_rss_is_read_cheaply_and_right_and_reopened_in_a_forked_child() -> None:
+    import os
+
+    import psutil
+
+    from devicebench.keras import memory
+
+    current, peak = memory._rss()
+    expected = psutil.Process().memory_info().rss
+    assert current is not None and abs(current - expected) < 0.1 * expected
+    assert peak is not None and peak > 0
+    if not sys.platform.startswith("linux"):
+        return
+    assert memory._STATM["pid"] == os.getpid()  # Linux: the kept-open /proc/self/statm
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own statm, not the parent's open file
+        try:
+            memory._current_rss()
+            os.write(write_end, str(memory._STATM["pid"] == os.getpid()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    assert os.read(read_end, 16) == b"True"
+    os.close(read_end)
+
+
+def test_an_nvml_that_failed_to_start_is_not_retried_on_every_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from devicebench.keras import nvml
+
+    calls: list[int] = []
+
+    def init() -> None:
+        calls.append(1)
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(nvmlInit=init))
+    monkeypatch.setattr(nvml, "_MISSING", [])
+    for _ in range(3):
+        read, reason = nvml.nvml_reader()
+        assert read is None and "NVML Shared Library Not Found" in reason
+    assert len(calls) == 1
