@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from devicebench.measure.stats import Summary, summarize
@@ -30,6 +30,10 @@ STALL_FACTOR = 3.0
 STALL_MIN_BLOCKS = 5
 # An epoch is marked as warm-up when its steps took this much longer than steady ones.
 WARMUP_EXCESS_FRACTION = 0.10
+# Each epoch's steady reference rate: from at most this many latest blocks.
+REFERENCE_WINDOW = 32
+# The steady figure's CI: bootstrapped from at most this many blocks (evenly thinned).
+MAX_BOOTSTRAP_BLOCKS = 1000
 
 FIRST = "first"  # the block holding the fit's first execution: tracing and compilation
 BLOCK = "block"  # a full block of steps
@@ -174,7 +178,9 @@ class MonitorLog:
         full = [b.step_seconds for b in mine if b.kind == BLOCK]
         step_s = statistics.median(full) if full else (train / steps if steps else None)
         # A plain median here: the bootstrap CI of steady() is for the end, not per epoch.
-        steady_steps = [b.step_seconds for b in self.steady_blocks()]
+        # Against the recent steady rate: a window, so an epoch's cost does not grow with
+        # the number of blocks before it (thousands in a long run of short epochs).
+        steady_steps = [b.step_seconds for b in self.steady_blocks(REFERENCE_WINDOW)]
         ref = statistics.median(steady_steps) if steady_steps else step_s
         excess = max(0.0, train - steps * ref) if ref else 0.0
         first = any(b.kind == FIRST for b in mine)
@@ -191,15 +197,17 @@ class MonitorLog:
         return rec
 
     # -- figures -------------------------------------------------------------------------
-    def steady_blocks(self) -> list[Block]:
+    def steady_blocks(self, window: int | None = None) -> list[Block]:
         """Blocks outside warm-up: those of epochs after the first when there are at
         least 2 such, else all of them; never the first execution. An epoch's tail counts
         when it spans at least half the longest full block (on a fast model a whole epoch
-        can be shorter than one block: then the epochs are the blocks)."""
-        longest = max((b.steps for b in self.blocks if b.kind == BLOCK), default=0)
-        full = [b for b in self.blocks if b.steps > 0 and (
+        can be shorter than one block: then the epochs are the blocks). ``window``: look
+        only at the last ``window`` blocks."""
+        pool = self.blocks[-window:] if window else self.blocks
+        longest = max((b.steps for b in pool if b.kind == BLOCK), default=0)
+        full = [b for b in pool if b.steps > 0 and (
             b.kind == BLOCK or (b.kind == TAIL and b.steps >= longest / 2))]
-        first_epoch = min((b.epoch for b in self.blocks), default=0)
+        first_epoch = self.blocks[0].epoch if self.blocks else 0  # fed in order
         later = [b for b in full if b.epoch > first_epoch]
         return later if len(later) >= 2 else full
 
@@ -208,7 +216,14 @@ class MonitorLog:
         blocks = self.steady_blocks()
         if not blocks:
             return None
-        return summarize([b.step_seconds for b in blocks])
+        times = [b.step_seconds for b in blocks]
+        if len(times) <= MAX_BOOTSTRAP_BLOCKS:
+            return summarize(times)
+        # A long run (0.5 s blocks: 7,200 an hour): the bootstrap draws n x 2000 indices,
+        # so its CI comes from an even thinning; the median and n from every block.
+        step = math.ceil(len(times) / MAX_BOOTSTRAP_BLOCKS)
+        thin = summarize(times[::step])
+        return replace(thin, n=len(times), median=statistics.median(times))
 
     def compile_seconds(self) -> float | None:
         """What the first epoch took beyond its steps at the steady rate (compilation,

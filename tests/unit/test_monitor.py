@@ -294,3 +294,19 @@ def test_an_nvml_that_failed_to_start_is_not_retried_on_every_fit(
         read, reason = nvml.nvml_reader()
         assert read is None and "NVML Shared Library Not Found" in reason
     assert len(calls) == 1
+
+
+def test_a_long_run_keeps_per_epoch_work_bounded_and_its_steady_figure_whole() -> None:
+    """3,000 short epochs, one block each (a fast model): the warm-up reference looks at
+    a window of blocks, the end-of-fit bootstrap at a thinning; n and median are whole."""
+    log = MonitorLog(batch_size=32)
+    log.add_block(Block(0, 0, 1, 0.5, FIRST))
+    for epoch in range(3000):
+        log.add_block(Block(epoch, 1 if epoch == 0 else 0, 200, 0.1 + (epoch % 3) * 1e-3,
+                            TAIL))
+        rec = log.end_epoch(epoch, 0.2)
+        assert rec.warmup is (epoch == 0)
+    steady = log.steady()
+    assert steady is not None and steady.n == 2999
+    assert steady.median == pytest.approx(0.101 / 200)
+    assert steady.ci_low <= steady.median <= steady.ci_high
