@@ -180,12 +180,16 @@ def _has_nvidia() -> bool:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not (_has_nvidia() and has_module("jax")),
-                    reason="needs an NVIDIA GPU, nvidia-ml-py and jax with CUDA")
-def test_on_an_nvidia_gpu_nvml_and_device_memory_are_read(tmp_path: Path) -> None:
-    rep = fit("jax", tmp_path, epochs=2, samples=6400,
+@pytest.mark.skipif(not _has_nvidia(), reason="needs an NVIDIA GPU and nvidia-ml-py")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_on_an_nvidia_gpu_nvml_and_device_memory_are_read(backend: str,
+                                                          tmp_path: Path) -> None:
+    rep = fit(backend, tmp_path, epochs=2, samples=6400, check_gpu=True,
               monitor={"nvml": True, "target_block_seconds": 0.05})
+    if not rep["gpu_visible"]:
+        pytest.skip(f"{backend} is installed without GPU support here")
     s = rep["summary"]
     assert s["nvml"] == "on" and s["gpu_busy"] is not None and 0 <= s["gpu_busy"] <= 1
-    assert s["memory_label"].startswith("device gpu") and s["peak_memory_bytes"] > 0
-    assert "GPU busy" in rep["lines"][0]
+    assert s["memory_label"].startswith("device") and s["peak_memory_bytes"] > 0
+    assert all((b["memory_peak"] or 0) > 0 for b in rep["blocks"])
+    assert "GPU busy" in rep["lines"][0] and "(device" in rep["lines"][0]
