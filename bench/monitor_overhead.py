@@ -146,7 +146,7 @@ def main() -> None:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env.pop("DEVICEBENCH_MONITOR", None)
     print(f"backend {args.backend}; paired segments (one fit each), order flipped every "
-          f"pair, {args.warmup} warm-up pair(s) not counted")
+          f"pair, {args.warmup} warm-up pair(s) not counted; {_load()}")
     for name in names:
         pairs = args.pairs or SEGMENTS[name][2]
         out = subprocess.run([sys.executable, __file__, "--worker", name, "--pairs",
@@ -156,6 +156,19 @@ def main() -> None:
             print(f"{name}: worker failed\n{out.stderr[-2000:]}")
             continue
         print(report(name, json.loads(out.stdout.strip().splitlines()[-1])), flush=True)
+
+
+def _load() -> str:
+    """The 1-minute load average against the CPU count, taken before the bench starts its
+    own workers: is anything else running?"""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return "load average unknown"
+    cpus = os.cpu_count() or 1
+    note = "" if load < 0.5 * cpus else (" — other processes compete for the CPUs: expect "
+                                         "wide CIs")
+    return f"load average {load:.1f} on {cpus} CPUs{note}"
 
 
 if __name__ == "__main__":
