@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: this checkout's devicebench
 TARGET = 0.01
 # workload -> (samples per epoch, epochs per segment, default pairs)
 SEGMENTS = {"seed-rnn": (7000, 3, 80), "mnist-cnn": (4096, 2, 20)}
