@@ -116,7 +116,6 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._epoch_start = 0.0
         self._last_begin = 0
         self._global_steps = 0
-        self._nan_epochs: set[int] = set()
         self._stalls_printed = 0
         self._sampler: NvmlSampler | None = None
         self._memory: MemoryReader | None = None
@@ -161,13 +160,20 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._open_step is not None:
-            self._close_tail()
+            # Keras has fetched the epoch's logs to the host (CallbackList converts them to
+            # floats before calling us): the device is synced and the running loss is in
+            # the logs, so the tail needs no probe of its own.
+            loss = logs.get("loss") if logs is not None else None
+            self._close_tail(loss if isinstance(loss, float) else None,
+                             synced=isinstance(loss, float))
         t = self.clock()
         rec = self.log.end_epoch(epoch, t - self._epoch_start)
         if logs is not None:
             loss = logs.get("loss")
             if isinstance(loss, float) and not math.isfinite(loss):
-                self._raise_nan(nan_alert(epoch, rec.steps - 1, loss))
+                alert = nan_alert(epoch, rec.steps - 1, loss)
+                if self.log.add_alert(alert):
+                    self._raise_nan(alert)
             logs.update(_epoch_logs(rec))
         if self._csv is not None:
             self._csv.epoch(rec)
@@ -221,8 +227,9 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.log.overhead_seconds += end - now
         self._open_time = end
 
-    def _close_tail(self) -> None:
-        loss = self._probe()
+    def _close_tail(self, loss: float | None = None, synced: bool = False) -> None:
+        if not synced:
+            loss = self._probe()
         now = self.clock()
         steps_known = (self.params or {}).get("steps")
         end_step = self._last_begin + self._spe
@@ -247,7 +254,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             return
         for alert in self.log.add_block(block):
             if alert.kind == "nan":
-                self._raise_nan(alert, recorded=True)
+                self._raise_nan(alert)
             elif self.verbose and self._stalls_printed < MAX_PRINTED_STALLS:
                 self._stalls_printed += 1
                 self.printer(alert.message)
@@ -258,12 +265,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         if self._tb is not None:
             self._tb.block(block, self._global_steps)
 
-    def _raise_nan(self, alert: Alert, recorded: bool = False) -> None:
-        if alert.epoch in self._nan_epochs:
-            return
-        self._nan_epochs.add(alert.epoch)
-        if not recorded:
-            self.log.alerts.append(alert)
+    def _raise_nan(self, alert: Alert) -> None:
+        """Print a NaN alert the log has just recorded (once per epoch) and stop if asked."""
         if self.verbose:
             self.printer(alert.message + ("; stopping training (stop_on_nan=True)"
                                           if self.stop_on_nan else ""))
@@ -335,7 +338,16 @@ def _fit_batch_size(max_depth: int = 8) -> int | None:
 
 
 def _to_float(x: Any) -> float:
-    return float(np.asarray(keras.ops.convert_to_numpy(x)).reshape(-1)[0])
+    """A scalar Keras variable's value on the host (waits for the device to produce it).
+
+    ``float`` of the backend tensor (a jax Array, tf tensor or torch tensor, on any device)
+    costs a few microseconds; ``keras.ops.convert_to_numpy`` several times that.
+    """
+    value = getattr(x, "value", x)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float(np.asarray(keras.ops.convert_to_numpy(x)).reshape(-1)[0])
 
 
 def _make_probe(model: Any, backend: str) -> Callable[[], float | None]:

@@ -15,9 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from devicebench.measure.stats import Summary, summarize
@@ -29,6 +30,10 @@ STALL_FACTOR = 3.0
 STALL_MIN_BLOCKS = 5
 # An epoch is marked as warm-up when its steps took this much longer than steady ones.
 WARMUP_EXCESS_FRACTION = 0.10
+# Each epoch's steady reference rate: from at most this many latest blocks.
+REFERENCE_WINDOW = 32
+# The steady figure's CI: bootstrapped from at most this many blocks (evenly thinned).
+MAX_BOOTSTRAP_BLOCKS = 1000
 
 FIRST = "first"  # the block holding the fit's first execution: tracing and compilation
 BLOCK = "block"  # a full block of steps
@@ -116,15 +121,23 @@ class MonitorLog:
     memory_label: str = "unknown"
     overhead_seconds: float = 0.0  # in the monitor's per-block/epoch code, syncs excluded
     setup_seconds: float = 0.0  # once per fit: finding the memory API, NVML, opening sinks
+    # Step times of the full blocks so far, kept sorted: the running median in O(log n)
+    # per block, so a days-long fit does not pay a growing sort at every block.
+    _full_sorted: list[float] = field(default_factory=list, repr=False)
+    _epoch_start: int = field(default=0, repr=False)  # index of the open epoch's 1st block
+    _nan_epochs: set[int] = field(default_factory=set, repr=False)
 
     # -- feeding -------------------------------------------------------------------------
     def add_block(self, block: Block) -> list[Alert]:
-        """Record a block; returns the alerts it raises (also kept in :attr:`alerts`)."""
+        """Record a block; returns the alerts it raises (also kept in :attr:`alerts`).
+
+        One NaN alert per epoch at most: the loss stays NaN once it is.
+        """
         new: list[Alert] = []
         if block.kind == BLOCK and block.steps > 0:
-            history = [b.step_seconds for b in self.blocks if b.kind == BLOCK]
+            history = self._full_sorted
             if len(history) >= STALL_MIN_BLOCKS:
-                median = statistics.median(history)
+                median = _sorted_median(history)
                 if median > 0 and block.step_seconds > self.stall_factor * median:
                     ratio = block.step_seconds / median
                     new.append(Alert(
@@ -134,21 +147,40 @@ class MonitorLog:
                         f"{ratio:.1f}x the running median {fmt_seconds(median)} — training "
                         "is being held up (input pipeline, another process, swapping, thermal "
                         "throttling); check `top`/`nvidia-smi` and your data loading"))
-        if block.loss is not None and not math.isfinite(block.loss):
+            bisect.insort(history, block.step_seconds)
+        if (block.loss is not None and not math.isfinite(block.loss)
+                and block.epoch not in self._nan_epochs):
+            self._nan_epochs.add(block.epoch)
             new.append(nan_alert(block.epoch, block.first_step + block.steps - 1, block.loss))
         self.blocks.append(block)
         self.alerts.extend(new)
         return new
 
+    def add_alert(self, alert: Alert) -> bool:
+        """Record an alert found outside a block (the epoch's logs); False = a NaN alert
+        for that epoch is already recorded."""
+        if alert.kind == "nan":
+            if alert.epoch in self._nan_epochs:
+                return False
+            self._nan_epochs.add(alert.epoch)
+        self.alerts.append(alert)
+        return True
+
     def end_epoch(self, epoch: int, wall_seconds: float) -> EpochRecord:
         """Close ``epoch``: summarise its blocks against the current steady rate."""
-        mine = [b for b in self.blocks if b.epoch == epoch]
+        start = self._epoch_start
+        if start > len(self.blocks) or any(b.epoch != epoch for b in self.blocks[start:]):
+            start = 0  # fed out of order (tests): fall back to a scan
+        mine = [b for b in self.blocks[start:] if b.epoch == epoch]
+        self._epoch_start = len(self.blocks)
         steps = sum(b.steps for b in mine)
         train = sum(b.seconds for b in mine)
         full = [b.step_seconds for b in mine if b.kind == BLOCK]
         step_s = statistics.median(full) if full else (train / steps if steps else None)
         # A plain median here: the bootstrap CI of steady() is for the end, not per epoch.
-        steady_steps = [b.step_seconds for b in self.steady_blocks()]
+        # Against the recent steady rate: a window, so an epoch's cost does not grow with
+        # the number of blocks before it (thousands in a long run of short epochs).
+        steady_steps = [b.step_seconds for b in self.steady_blocks(REFERENCE_WINDOW)]
         ref = statistics.median(steady_steps) if steady_steps else step_s
         excess = max(0.0, train - steps * ref) if ref else 0.0
         first = any(b.kind == FIRST for b in mine)
@@ -165,15 +197,17 @@ class MonitorLog:
         return rec
 
     # -- figures -------------------------------------------------------------------------
-    def steady_blocks(self) -> list[Block]:
+    def steady_blocks(self, window: int | None = None) -> list[Block]:
         """Blocks outside warm-up: those of epochs after the first when there are at
         least 2 such, else all of them; never the first execution. An epoch's tail counts
         when it spans at least half the longest full block (on a fast model a whole epoch
-        can be shorter than one block: then the epochs are the blocks)."""
-        longest = max((b.steps for b in self.blocks if b.kind == BLOCK), default=0)
-        full = [b for b in self.blocks if b.steps > 0 and (
+        can be shorter than one block: then the epochs are the blocks). ``window``: look
+        only at the last ``window`` blocks."""
+        pool = self.blocks[-window:] if window else self.blocks
+        longest = max((b.steps for b in pool if b.kind == BLOCK), default=0)
+        full = [b for b in pool if b.steps > 0 and (
             b.kind == BLOCK or (b.kind == TAIL and b.steps >= longest / 2))]
-        first_epoch = min((b.epoch for b in self.blocks), default=0)
+        first_epoch = self.blocks[0].epoch if self.blocks else 0  # fed in order
         later = [b for b in full if b.epoch > first_epoch]
         return later if len(later) >= 2 else full
 
@@ -182,7 +216,14 @@ class MonitorLog:
         blocks = self.steady_blocks()
         if not blocks:
             return None
-        return summarize([b.step_seconds for b in blocks])
+        times = [b.step_seconds for b in blocks]
+        if len(times) <= MAX_BOOTSTRAP_BLOCKS:
+            return summarize(times)
+        # A long run (0.5 s blocks: 7,200 an hour): the bootstrap draws n x 2000 indices,
+        # so its CI comes from an even thinning; the median and n from every block.
+        step = math.ceil(len(times) / MAX_BOOTSTRAP_BLOCKS)
+        thin = summarize(times[::step])
+        return replace(thin, n=len(times), median=statistics.median(times))
 
     def compile_seconds(self) -> float | None:
         """What the first epoch took beyond its steps at the steady rate (compilation,
@@ -269,14 +310,18 @@ def nan_alert(epoch: int, step: int, value: float) -> Alert:
                  "(TrainingMonitor(stop_on_nan=True) stops the fit when this happens)")
 
 
+def _sorted_median(values: list[float]) -> float:
+    n = len(values)
+    mid = n // 2
+    return values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def _weighted_busy(blocks: list[Block]) -> float | None:
     pairs = [(b.gpu_busy, b.seconds) for b in blocks if b.gpu_busy is not None]
     total = sum(s for _, s in pairs)
     if not pairs or total <= 0:
         return None
     return sum(u * s for u, s in pairs) / total
-
-
 
 
 def _mb(nbytes: int) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 NvmlRead = tuple[float, int | None]  # (utilisation 0..100, memory used bytes)
 DEFAULT_INTERVAL = 0.05
+_MISSING: list[str] = []  # why NVML cannot be used in this process, once known
 
 
 def nvml_reader(index: int | None = None) -> tuple[Callable[[], NvmlRead] | None, str]:
@@ -28,12 +29,21 @@ def nvml_reader(index: int | None = None) -> tuple[Callable[[], NvmlRead] | None
     Returns:
         ``(reader, "")``, or ``(None, reason)`` when NVML cannot be used here.
     """
+    if _MISSING:
+        return None, _MISSING[0]
     try:
         import pynvml
     except ImportError:
-        return None, "nvidia-ml-py not installed (pip install devicebench[nvml])"
+        # Remembered (as a failed nvmlInit is): retrying on every fit costs a sys.path
+        # search or a dlopen each time, and the answer will not change in this process.
+        _MISSING.append("nvidia-ml-py not installed (pip install devicebench[nvml])")
+        return None, _MISSING[0]
     try:
         pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded: for good
+        _MISSING.append(f"NVML unavailable ({type(exc).__name__}: {exc})")
+        return None, _MISSING[0]
+    try:
         if index is None:
             index = _first_visible_index()
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)

@@ -123,7 +123,10 @@ def test_a_non_finite_loss_raises_the_nan_alert() -> None:
     log = MonitorLog()
     (alert,) = log.add_block(Block(2, 0, 10, 0.1, loss=float("nan")))
     assert alert.kind == "nan" and "epoch 3" in alert.message and "clipnorm" in alert.message
-    assert log.add_block(Block(2, 10, 10, 0.1, loss=float("inf")))[0].kind == "nan"
+    # Once per epoch: the loss stays NaN once it is; the next epoch says it again.
+    assert log.add_block(Block(2, 10, 10, 0.1, loss=float("inf"))) == []
+    assert log.add_block(Block(3, 0, 10, 0.1, loss=float("inf")))[0].kind == "nan"
+    assert [a.epoch for a in log.alerts] == [2, 3]
 
 
 def test_tails_count_as_steady_when_a_whole_epoch_is_shorter_than_a_block() -> None:
@@ -243,3 +246,67 @@ def test_monitor_cli_parent_imports_no_framework(tmp_path: Path) -> None:
     lines = res.stdout.splitlines()
     assert lines[0] == "1" and lines[1] == "True"
     assert lines[-1] == "FRAMEWORKS [] 0"
+
+
+def test_rss_is_read_cheaply_and_right_and_reopened_in_a_forked_child() -> None:
+    import os
+
+    import psutil
+
+    from devicebench.keras import memory
+
+    current, peak = memory._rss()
+    expected = psutil.Process().memory_info().rss
+    assert current is not None and abs(current - expected) < 0.1 * expected
+    assert peak is not None and peak > 0
+    if not sys.platform.startswith("linux"):
+        return
+    assert memory._STATM["pid"] == os.getpid()  # Linux: the kept-open /proc/self/statm
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own statm, not the parent's open file
+        try:
+            memory._current_rss()
+            os.write(write_end, str(memory._STATM["pid"] == os.getpid()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    assert os.read(read_end, 16) == b"True"
+    os.close(read_end)
+
+
+def test_an_nvml_that_failed_to_start_is_not_retried_on_every_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from devicebench.keras import nvml
+
+    calls: list[int] = []
+
+    def init() -> None:
+        calls.append(1)
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(nvmlInit=init))
+    monkeypatch.setattr(nvml, "_MISSING", [])
+    for _ in range(3):
+        read, reason = nvml.nvml_reader()
+        assert read is None and "NVML Shared Library Not Found" in reason
+    assert len(calls) == 1
+
+
+def test_a_long_run_keeps_per_epoch_work_bounded_and_its_steady_figure_whole() -> None:
+    """3,000 short epochs, one block each (a fast model): the warm-up reference looks at
+    a window of blocks, the end-of-fit bootstrap at a thinning; n and median are whole."""
+    log = MonitorLog(batch_size=32)
+    log.add_block(Block(0, 0, 1, 0.5, FIRST))
+    for epoch in range(3000):
+        log.add_block(Block(epoch, 1 if epoch == 0 else 0, 200, 0.1 + (epoch % 3) * 1e-3,
+                            TAIL))
+        rec = log.end_epoch(epoch, 0.2)
+        assert rec.warmup is (epoch == 0)
+    steady = log.steady()
+    assert steady is not None and steady.n == 2999
+    assert steady.median == pytest.approx(0.101 / 200)
+    assert steady.ci_low <= steady.median <= steady.ci_high
