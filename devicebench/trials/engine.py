@@ -18,7 +18,16 @@ from typing import Any
 from devicebench.advisor.equivalence import compare_losses, tolerance_for
 from devicebench.errors import strip_ansi
 from devicebench.launch import Worker, WorkerFailure, WorkerProcess, worker_env
-from devicebench.trials.blocks import WHOLE_EPOCH_SECONDS
+from devicebench.trials.blocks import MIN_EQUIVALENCE_STEPS, SCREEN_MIN_STEPS, WHOLE_EPOCH_SECONDS
+from devicebench.trials.protocol import (
+    FINISH,
+    BlockReply,
+    FinishReply,
+    MeasureRequest,
+    PrepareRequest,
+    SetupReply,
+    SetupRequest,
+)
 from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
 
@@ -220,7 +229,7 @@ class TrialGroup:
 
         def start(spec: TrialSpec) -> None:
             self._workers[spec] = self._start_worker(spec)
-            self._workers[spec].send({"cmd": "prepare", "spec": spec.to_dict()})
+            self._workers[spec].send(PrepareRequest(spec).to_message())
 
         for spec in new:
             self.results[spec] = TrialResult(spec)
@@ -242,32 +251,31 @@ class TrialGroup:
                 self._done(spec)
                 continue
             self._emit("setup", spec, {})
-            msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
-                                   "equivalence_steps": opts.equivalence_steps,
-                                   "equivalence_seconds": self.equivalence_seconds,
-                                   "max_warmup_seconds": opts.max_warmup_seconds}
-            if self._weights_source is None:
-                msg["weights_out"] = str(self._weights)
-            else:
-                msg["weights_in"] = str(self._weights)
             fastest = fastest_setup_step(self.results.values())
-            if self.screen_factor and fastest and spec != self.reference:
-                msg["screen_step_seconds"] = self.screen_factor * fastest
-            reply = self._ask(spec, lambda s=spec, m=msg: self._workers[s].request(
+            screen = (self.screen_factor * fastest
+                      if self.screen_factor and fastest and spec != self.reference else None)
+            first = self._weights_source is None
+            req = SetupRequest(
+                spec, weights_in=None if first else str(self._weights),
+                weights_out=str(self._weights) if first else None,
+                equivalence_steps=opts.equivalence_steps,
+                equivalence_seconds=self.equivalence_seconds,
+                min_equivalence_steps=MIN_EQUIVALENCE_STEPS,
+                max_warmup_seconds=opts.max_warmup_seconds,
+                screen_step_seconds=screen, screen_min_steps=SCREEN_MIN_STEPS)
+            wire = req.to_message()
+            msg = self._ask(spec, lambda s=spec, m=wire: self._workers[s].request(
                 m, timeout=opts.setup_timeout))
-            if reply is None:
+            if msg is None:
                 continue
+            reply = SetupReply.from_message(msg)
             if self._weights_source is None:
                 self._weights_source = spec
-            self._estimates[spec] = reply.get("epoch_estimate_seconds", float("inf"))
+            self._estimates[spec] = (float("inf") if reply.epoch_estimate_seconds is None
+                                     else reply.epoch_estimate_seconds)
             r = self.results[spec]
-            for key in ("import_seconds", "setup_seconds", "first_step_seconds",
-                        "batch_size", "steps_per_epoch", "flops_per_step",
-                        "loss_checkpoints", "equivalence_losses", "jit_resolved",
-                        "data_note", "placement", "input_seconds_per_batch",
-                        "setup_step_seconds", "setup_steps", "setup_step_method"):
-                if key in reply:
-                    setattr(r, key, reply[key])
+            for key, value in reply.result_fields().items():
+                setattr(r, key, value)
             if spec != self._weights_source:
                 # Known from the equivalence steps alone: a search can drop a candidate
                 # whose loss differs before timing it.
@@ -303,18 +311,20 @@ class TrialGroup:
         while self._comparable_rounds < options.max_rounds and self.live:
             rnd = self._rounds
             for spec in self.live:
-                reply = self._ask(spec, lambda s=spec: self._workers[s].request(
-                    {"cmd": "measure", "whole_epochs": self._whole},
+                msg = self._ask(spec, lambda s=spec: self._workers[s].request(
+                    MeasureRequest(bool(self._whole)).to_message(),
                     timeout=options.block_timeout))
-                if reply is None:
+                if msg is None:
                     continue
+                reply = BlockReply.from_message(msg)
                 r = self.results[spec]
-                if "warmup_seconds" in reply:
-                    r.warmup_seconds = reply["warmup_seconds"]
-                    r.warmup_blocks = reply["warmup_blocks"]
-                r.steps_per_block = reply.get("steps_per_block", r.steps_per_block)
-                r.block_seconds.extend(reply["block_seconds"])
-                r.block_rounds.extend([rnd] * len(reply["block_seconds"]))
+                if reply.warmup_seconds is not None:
+                    r.warmup_seconds = reply.warmup_seconds
+                    r.warmup_blocks = reply.warmup_blocks or 0
+                if reply.steps_per_block is not None:
+                    r.steps_per_block = reply.steps_per_block
+                r.block_seconds.extend(reply.block_seconds)
+                r.block_rounds.extend([rnd] * len(reply.block_seconds))
             self._rounds += 1
             self._comparable_rounds += 1
             ran += 1
@@ -335,17 +345,17 @@ class TrialGroup:
         asked = []
         for spec in ending:
             try:
-                self._workers[spec].send({"cmd": "finish"})
+                self._workers[spec].send(FINISH)
                 asked.append(spec)
             except WorkerFailure as exc:
                 _fail(self.results[spec], exc)
         for spec in asked:
             r = self.results[spec]
             try:
-                reply = self._workers[spec].receive(timeout=60)
-                r.peak_device_memory_bytes = reply.get("peak_device_memory_bytes")
-                r.peak_rss_bytes = reply.get("peak_rss_bytes")
-                r.final_loss = reply.get("final_loss")
+                reply = FinishReply.from_message(self._workers[spec].receive(timeout=60))
+                r.peak_device_memory_bytes = reply.peak_device_memory_bytes
+                r.peak_rss_bytes = reply.peak_rss_bytes
+                r.final_loss = reply.final_loss
             except WorkerFailure as exc:
                 _fail(r, exc)
         for spec in ending:

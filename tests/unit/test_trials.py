@@ -285,3 +285,33 @@ def test_loop_ops_counts_what_a_while_frame_feeds_until_its_exit():
     # Enter, Merge, MatMul, Tanh, NextIteration run per iteration; Exit and Mean do not.
     assert _loop_ops(graph) == 5
     assert _loop_ops([n for n in graph if n.op not in ("Enter",)]) == 0
+
+
+def test_the_worker_protocol_round_trips_through_json_and_fills_result_fields() -> None:
+    import json
+    from dataclasses import fields as dc_fields
+
+    from devicebench.trials.protocol import (
+        BlockReply,
+        MeasureRequest,
+        SetupReply,
+        SetupRequest,
+    )
+
+    spec = TrialSpec("seed-rnn", backend="jax")
+    req = SetupRequest(spec, weights_in="/tmp/w.npz", equivalence_seconds=2.0,
+                       screen_step_seconds=0.1, screen_min_steps=3)
+    wire = json.loads(json.dumps(req.to_message()))
+    assert wire["cmd"] == "setup" and SetupRequest.from_message(wire) == req
+    assert MeasureRequest.from_message(MeasureRequest(False).to_message()) == MeasureRequest(False)
+    # A reply with unknown keys (a newer worker) and missing ones (a fake) still reads.
+    reply = SetupReply.from_message({"ok": True, "batch_size": 32, "new_key": 1})
+    assert reply.batch_size == 32 and reply.epoch_estimate_seconds is None
+    # Every set-up figure lands on a TrialResult field of the same name and default.
+    result_fields = {f.name: f for f in dc_fields(TrialResult)}
+    for name, value in SetupReply().result_fields().items():
+        f = result_fields[name]
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        assert default == value, name
+    block = BlockReply.from_message(BlockReply([0.25], 10, 0.5, 1.0, 2).to_message())
+    assert block.block_seconds == [0.25] and block.warmup_blocks == 2
