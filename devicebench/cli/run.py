@@ -141,7 +141,7 @@ def run(
             try:
                 results += run_workload_group(
                     todo, options, on_event=progress.event if progress else None,
-                    on_result=lambda r: store.add_trial(run_id, r))
+                    on_result=lambda r: store.add_trial(run_id, r), run_id=run_id)
             finally:
                 if progress:
                     progress.stop()

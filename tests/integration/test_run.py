@@ -187,7 +187,7 @@ def test_a_live_group_prunes_a_trial_and_switches_how_blocks_are_cut(tmp_path):
         r = group.results[base]
         # Blocks now hold whole epochs; the K-step blocks were dropped, not mixed in.
         assert r.steps_per_block % r.steps_per_epoch == 0
-        assert len(r.block_seconds) == 3 and r.block_rounds == [2, 3, 4]
+        assert len(r.block_seconds) == 3 and r.block_rounds == (2, 3, 4)
         group.finish()
     assert [x.spec for x in stored] == [other, base] and r.status == "ok"
 
