@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from devicebench.advisor.equivalence import loss_check
 from devicebench.trials.engine import RunOptions, run_workload_group
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import compare
@@ -26,7 +27,8 @@ def main() -> None:
     jit = base.with_(jit="on")
     speedups = []
     for i in range(args.runs):
-        results = run_workload_group([base, jit], RunOptions(budget_seconds=args.budget))
+        results = run_workload_group([base, jit], RunOptions(budget_seconds=args.budget),
+                                     loss_check=loss_check)
         row = next(r for r in compare(results) if r.result.spec == jit)
         if row.speedup is None:
             raise SystemExit(f"run {i + 1}: {row.result.status}: {row.result.error}")

@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from devicebench.advisor.equivalence import compare_losses, tolerance_for
 from devicebench.errors import strip_ansi
 from devicebench.launch import Worker, WorkerFailure, WorkerProcess, worker_env
 from devicebench.trials.blocks import MIN_EQUIVALENCE_STEPS, SCREEN_MIN_STEPS, WHOLE_EPOCH_SECONDS
@@ -90,6 +89,10 @@ def default_reference(specs: list[TrialSpec]) -> TrialSpec:
 
 
 Event = Callable[[str, TrialSpec | None, dict[str, Any]], None]
+# (reference, candidate) -> (verdict, detail): do the two train the same model? The
+# caller's policy (tolerances per precision): devicebench.advisor.equivalence.loss_check.
+LossCheck = Callable[[TrialResult, TrialResult], tuple[str, str]]
+NO_LOSS_CHECK = "losses not compared (no loss check was given)"
 
 
 def _failed(result: TrialResult, exc: WorkerFailure) -> TrialResult:
@@ -138,6 +141,7 @@ class TrialGroup:
         clock: Callable[[], float] = time.monotonic,
         run_id: int | None = None,
         group_id: str | None = None,
+        loss_check: LossCheck | None = None,
     ) -> None:
         """Args:
             reference: the trial others are compared with; add it first: its initial
@@ -154,6 +158,8 @@ class TrialGroup:
             run_id: the store's run these trials belong to (carried by every result).
             group_id: this group's id, carried by every result (default: a fresh one);
                 only results of one group are paired by round.
+            loss_check: the caller's equivalence policy, applied to each trial's
+                equivalence losses against the reference's (None: verdicts stay ``n/a``).
         """
         self.reference = reference
         self.options = options
@@ -165,6 +171,7 @@ class TrialGroup:
         self._emit = on_event or (lambda *a: None)
         self._on_result = on_result
         self.run_id = run_id
+        self.loss_check = loss_check
         self.group_id = group_id or uuid.uuid4().hex[:12]
         # Each value is replaced (never changed in place) as the trial goes on.
         self.results: dict[TrialSpec, TrialResult] = {}
@@ -218,7 +225,7 @@ class TrialGroup:
             for spec in specs:
                 result = self.results[spec]
                 if result.status == "nan":
-                    result = self.results[spec] = _with_verdict(result, None)
+                    result = self.results[spec] = _with_verdict(result, None, None)
                 if self._on_result is not None:
                     self._on_result(result)
                 self._emit("done", spec, {"status": result.status})
@@ -298,7 +305,8 @@ class TrialGroup:
             if spec != self._weights_source:
                 # Known from the equivalence steps alone: a search can drop a candidate
                 # whose loss differs before timing it.
-                self.results[spec] = _with_verdict(r, self.results[self._weights_source])
+                self.results[spec] = _with_verdict(r, self.results[self._weights_source],
+                                                   self.loss_check)
 
     def measure(self, options: RunOptions,
                 enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None) -> int:
@@ -380,7 +388,8 @@ class TrialGroup:
         for spec in ending:
             self.results[spec] = _with_verdict(
                 self.results[spec],
-                self.results.get(self._weights_source) if self._weights_source else None)
+                self.results.get(self._weights_source) if self._weights_source else None,
+                self.loss_check)
         self._done(*ending)
 
     def close(self) -> None:
@@ -403,6 +412,7 @@ def run_workload_group(
     on_event: Event | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
     run_id: int | None = None,
+    loss_check: LossCheck | None = None,
 ) -> list[TrialResult]:
     """Measure trials of one workload against each other, interleaved.
 
@@ -414,6 +424,7 @@ def run_workload_group(
         on_event: progress callback ``(event, spec, info)``.
         on_result: called once per trial as soon as its result is final (store it there).
         run_id: the store's run the results belong to (carried by each).
+        loss_check: the equivalence policy (see :class:`TrialGroup`).
 
     Returns:
         one TrialResult per spec, in the given order; a failed trial has its status and
@@ -422,15 +433,17 @@ def run_workload_group(
     specs = list(dict.fromkeys(specs))
     ref = reference if reference in specs else default_reference(specs)
     with TrialGroup(ref, options, start_worker=start_worker, on_event=on_event,
-                    on_result=on_result, run_id=run_id) as group:
+                    on_result=on_result, run_id=run_id, loss_check=loss_check) as group:
         group.add(specs)
         group.measure(options)
         group.finish()
     return [group.results[s] for s in specs]
 
 
-def _with_verdict(result: TrialResult, reference: TrialResult | None) -> TrialResult:
-    """``result`` with its loss verdict against ``reference`` (a new record)."""
+def _with_verdict(result: TrialResult, reference: TrialResult | None,
+                  loss_check: LossCheck | None) -> TrialResult:
+    """``result`` with its loss verdict against ``reference`` by ``loss_check`` (a new
+    record)."""
     if result.status == "nan":
         return replace(result, loss_verdict="nan", loss_detail=result.error)
     if result.status != "ok":
@@ -442,7 +455,7 @@ def _with_verdict(result: TrialResult, reference: TrialResult | None) -> TrialRe
     if "batch_size" in changed:
         return replace(result, loss_verdict="n/a", loss_detail="batch size changes the "
                        "training itself; losses not comparable")
-    rtol = max(tolerance_for(result.spec.precision), tolerance_for(reference.spec.precision))
-    verdict, detail = compare_losses(reference.equivalence_losses, result.equivalence_losses,
-                                     rtol)
+    if loss_check is None:
+        return replace(result, loss_verdict="n/a", loss_detail=NO_LOSS_CHECK)
+    verdict, detail = loss_check(reference, result)
     return replace(result, loss_verdict=verdict, loss_detail=detail)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devicebench.advisor.equivalence import compare_losses
+from devicebench.advisor.equivalence import compare_losses, loss_check
 from devicebench.env.snapshot import EnvSnapshot, HostInfo, NvidiaGpu, NvidiaSmi
 from devicebench.errors import SpecError
 from devicebench.launch import WorkerFailure, worker_env
@@ -238,7 +238,8 @@ def test_rounds_interleave_trials_and_a_failure_never_stops_the_others():
                           "measure" if spec.backend == "torch" else None)
 
     results = run_workload_group([a, b, c], RunOptions(min_rounds=3, max_rounds=3),
-                                 start_worker=start, on_result=stored.append)
+                                 start_worker=start, on_result=stored.append,
+                                 loss_check=loss_check)
     # Every worker is told to import before the first is set up: the imports overlap.
     assert log[:4] == [("tensorflow", "send prepare"), ("jax", "send prepare"),
                        ("torch", "send prepare"), ("tensorflow", "prepare")]
