@@ -18,8 +18,8 @@ from devicebench.analysis.run_report import (
     Speedup,
     WorkloadFigures,
 )
+from devicebench.fmt import fmt_bytes, fmt_duration
 from devicebench.report import charts
-from devicebench.report.run import fmt_bytes, fmt_seconds
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:980px;
@@ -103,8 +103,8 @@ def _config_table(configs: list[ConfigFigures]) -> str:
             "<th>1st step</th><th>memory</th><th>loss</th></tr>")
     rows = []
     for c in configs:
-        step = (f"{fmt_seconds(c.median_s)} [{fmt_seconds(c.ci_low_s)}–"
-                f"{fmt_seconds(c.ci_high_s)}]") if c.median_s else "-"
+        step = (f"{fmt_duration(c.median_s)} [{fmt_duration(c.ci_low_s)}–"
+                f"{fmt_duration(c.ci_high_s)}]") if c.median_s else "-"
         speed = "reference" if c.is_reference else _ratio(c.speedup)
         mem = (f"device {fmt_bytes(c.peak_device_memory_bytes)}, RSS "
                f"{fmt_bytes(c.peak_rss_bytes)}") if c.status == "ok" else "-"
@@ -113,8 +113,8 @@ def _config_table(configs: list[ConfigFigures]) -> str:
             f"<tr><td>{_e(c.label)}</td><td>{_e(status)}</td><td class=\"num\">{_e(step)}</td>"
             f"<td class=\"num\">{_e(speed)}</td><td class=\"num\">"
             f"{_e(f'{c.samples_per_s:,.0f}' if c.samples_per_s else '-')}</td>"
-            f"<td class=\"num\">{_e(fmt_seconds(c.epoch_s))}</td><td class=\"num\">"
-            f"{_e(fmt_seconds(c.first_step_s))}</td><td>{_e(mem)}</td>"
+            f"<td class=\"num\">{_e(fmt_duration(c.epoch_s))}</td><td class=\"num\">"
+            f"{_e(fmt_duration(c.first_step_s))}</td><td>{_e(mem)}</td>"
             f"<td>{_e(c.loss_verdict)}</td></tr>")
     return f"<div class=\"wide\"><table>{head}{''.join(rows)}</table></div>"
 

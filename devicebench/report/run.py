@@ -5,27 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from devicebench.fmt import fmt_bytes, fmt_duration
 from devicebench.report.console import make_console
 from devicebench.trials.summary import ComparisonRow
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
-
-
-def fmt_bytes(n: int | None) -> str:
-    if not n:
-        return "unknown"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def render_comparison(rows: list[ComparisonRow], *, console: Console | None = None,
@@ -45,8 +27,8 @@ def render_comparison(rows: list[ComparisonRow], *, console: Console | None = No
         for row in (r for r in rows if r.result.spec.workload == workload):
             r = row.result
             st = r.step_time
-            step = (f"{fmt_seconds(st.median)} [{fmt_seconds(st.ci_low)}–"
-                    f"{fmt_seconds(st.ci_high)}]") if st else "-"
+            step = (f"{fmt_duration(st.median)} [{fmt_duration(st.ci_low)}–"
+                    f"{fmt_duration(st.ci_high)}]") if st else "-"
             if row.is_reference:
                 speed = "reference"
             elif row.speedup is not None:
@@ -64,7 +46,7 @@ def render_comparison(rows: list[ComparisonRow], *, console: Console | None = No
             table.add_row(
                 r.spec.label, status, step,
                 f"{r.samples_per_second:,.0f}" if r.samples_per_second else "-",
-                fmt_seconds(r.epoch_seconds), fmt_seconds(r.first_step_seconds), speed,
+                fmt_duration(r.epoch_seconds), fmt_duration(r.first_step_seconds), speed,
                 memory, r.loss_verdict,
             )
     con.print(table)
