@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from devicebench.advisor.equivalence import loss_check
 from devicebench.trials.engine import RunOptions, run_workload_group
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import compare, ratios_precise
@@ -38,7 +39,8 @@ def main() -> None:
     speedups = []
     for i in range(args.runs):
         results = run_workload_group([base, jit], options, reference=base,
-                                     enough=ratios_precise(base, args.ratio_ci))
+                                     enough=ratios_precise(base, args.ratio_ci),
+                                     loss_check=loss_check)
         row = next(r for r in compare(results) if r.result.spec == jit)
         if row.speedup is None:
             raise SystemExit(f"run {i + 1}: {row.result.status}: {row.result.error}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from devicebench.trials.result import TrialResult
+
 # float32 runs from the same initial weights agree to ~1e-6 relative over 200 steps
 # across TF (jit on/off), JAX and torch on this project's reference machine; 1e-3
 # leaves room for reduction-order differences on other hardware. Reduced precision
@@ -45,3 +47,12 @@ def compare_losses(
         detail += (f"; loss {candidate[worst_step - 1]:.6g} vs reference "
                    f"{reference[worst_step - 1]:.6g}")
     return ("same" if worst <= rtol else "differs"), detail
+
+
+def loss_check(reference: TrialResult, candidate: TrialResult) -> tuple[str, str]:
+    """The equivalence policy the trial engine is given (``TrialGroup(loss_check=...)``):
+    ``candidate``'s equivalence losses against ``reference``'s, within the wider of the
+    two precisions' tolerances."""
+    rtol = max(tolerance_for(candidate.spec.precision),
+               tolerance_for(reference.spec.precision))
+    return compare_losses(reference.equivalence_losses, candidate.equivalence_losses, rtol)

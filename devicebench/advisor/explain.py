@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from devicebench.advisor.figures import DeviceFigures
+from devicebench.fmt import fmt_time
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
@@ -40,13 +41,6 @@ class Evidence:
     timesteps: int | None = None  # a recurrent workload's loop length
     gpu_compute_capability: str = ""  # NVIDIA GPU 0's, "" elsewhere
     epochs: int = 10  # the training one-time costs are weighed against
-
-
-def fmt_time(s: float) -> str:
-    """Seconds as ms, µs or ns, three significant figures (for the reasons' text)."""
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} µs" if s >= 1e-6 else f"{s * 1e9:.3g} ns"
 
 
 def _step(r: TrialResult | None) -> float | None:

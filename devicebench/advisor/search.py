@@ -26,6 +26,7 @@ from devicebench.advisor.budget import (
     fastest_safe_step,
     step_lower_bound,
 )
+from devicebench.advisor.equivalence import loss_check
 from devicebench.advisor.figures import DeviceFigures
 from devicebench.measure.stats import paired_ratio
 from devicebench.trials.engine import RunOptions, TrialGroup
@@ -299,6 +300,7 @@ def engine_group(on_result: Callable[[TrialResult], None] | None = None,
               equivalence_seconds: float | None) -> Group:
         return TrialGroup(reference, options, equivalence_seconds=equivalence_seconds,
                           screen_factor=SCREEN_FACTOR, on_result=on_result,
-                          on_event=on_event, clock=clock, start_worker=start_worker)
+                          on_event=on_event, clock=clock, start_worker=start_worker,
+                          loss_check=loss_check)
 
     return start

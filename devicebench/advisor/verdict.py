@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from devicebench.advisor.explain import fmt_time
 from devicebench.advisor.search import CandidateOutcome
+from devicebench.fmt import fmt_time
 from devicebench.measure.stats import Ratio, paired_ratio
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec

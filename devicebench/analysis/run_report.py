@@ -228,7 +228,7 @@ def _latest_per_spec(trials: list[TrialResult]) -> list[TrialResult]:
 
 def _ratio(base: TrialResult, cand: TrialResult, interleaved: bool) -> Speedup | None:
     """``base`` time / ``cand`` time: paired by round only inside one interleaved group."""
-    if interleaved:
+    if interleaved and base.group_id == cand.group_id:
         r = paired_ratio(base.round_step_times, cand.round_step_times)
         if r is not None:
             return Speedup.of(r, True)

@@ -91,6 +91,7 @@ def run(
                                 "(same spec, same machine) and show their stored results."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
+    from devicebench.advisor.equivalence import loss_check
     from devicebench.env.probe import probe_host_layer
     from devicebench.store import recorded_run
     from devicebench.trials.engine import RunOptions, run_workload_group
@@ -143,7 +144,8 @@ def run(
             try:
                 results += run_workload_group(
                     todo, options, on_event=progress.event if progress else None,
-                    on_result=lambda r: store.add_trial(run_id, r))
+                    on_result=lambda r: store.add_trial(run_id, r), run_id=run_id,
+                    loss_check=loss_check)
             finally:
                 if progress:
                     progress.stop()

@@ -21,8 +21,8 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from devicebench.fmt import fmt_duration
 from devicebench.measure.stats import Summary, summarize
-from devicebench.report.run import fmt_seconds
 
 # A block is a stall when its time per step exceeds this multiple of the running median.
 STALL_FACTOR = 3.0
@@ -143,8 +143,9 @@ class MonitorLog:
                     new.append(Alert(
                         "stall", block.epoch, block.first_step,
                         f"stall: steps {block.first_step}-{block.first_step + block.steps - 1}"
-                        f" of epoch {block.epoch + 1} took {fmt_seconds(block.step_seconds)}/step, "
-                        f"{ratio:.1f}x the running median {fmt_seconds(median)} — training "
+                        f" of epoch {block.epoch + 1} took "
+                        f"{fmt_duration(block.step_seconds)}/step, "
+                        f"{ratio:.1f}x the running median {fmt_duration(median)} — training "
                         "is being held up (input pipeline, another process, swapping, thermal "
                         "throttling); check `top`/`nvidia-smi` and your data loading"))
             bisect.insort(history, block.step_seconds)
@@ -283,7 +284,7 @@ class MonitorLog:
             steps = sum(b.steps for b in self.blocks)
             return (f"monitor: {steps} steps in {self.train_seconds():.2f} s, too few for a "
                     "steady figure (each block is timed apart; train longer for one)")
-        parts = [f"steady {fmt_seconds(steady.median)}/step ±{steady.rel_ci_halfwidth * 100:.0f}% "
+        parts = [f"steady {fmt_duration(steady.median)}/step ±{steady.rel_ci_halfwidth * 100:.0f}% "
                  f"(n={steady.n} blocks)"]
         if self.batch_size and steady.median > 0:
             parts[0] += f", {self.batch_size / steady.median:,.0f} samples/s"

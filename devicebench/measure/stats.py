@@ -77,6 +77,19 @@ class Ratio:
         return self.ci_low > 1 or self.ci_high < 1
 
 
+class RoundTimes(dict[int, float]):
+    """Round index -> step time, tagged with the group whose rounds they are (round
+    indices mean something only inside one interleaved group; "": untagged)."""
+
+    def __init__(self, times: dict[int, float] | None = None, group: str = "") -> None:
+        super().__init__(times or {})
+        self.group = group
+
+
+class UnpairedGroups(ValueError):
+    """Rounds of two different groups were about to be paired (a bug in the caller)."""
+
+
 def paired_ratio(
     baseline: dict[int, float], candidate: dict[int, float]
 ) -> Ratio | None:
@@ -86,11 +99,20 @@ def paired_ratio(
     bootstrap resamples whole rounds, keeping each round's pair together.
 
     Args:
-        baseline, candidate: round index -> median step time in that round.
+        baseline, candidate: round index -> median step time in that round
+            (:class:`RoundTimes` carry their group).
 
     Returns:
         the ratio of medians with a bootstrap CI over rounds, or None without common rounds.
+
+    Raises:
+        UnpairedGroups: both are tagged with their groups and the groups differ: their
+            rounds were not interleaved, so pairing them would print a false CI.
     """
+    ga, gb = getattr(baseline, "group", ""), getattr(candidate, "group", "")
+    if ga and gb and ga != gb:
+        raise UnpairedGroups(f"rounds of group {ga!r} paired with rounds of group {gb!r}: "
+                             "only trials measured in one interleaved group pair by round")
     rounds = sorted(set(baseline) & set(candidate))
     if not rounds:
         return None

@@ -248,3 +248,9 @@ def side_for_work(op: str, work: float) -> float:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+def fmt_size(op: str, n: float) -> str:
+    """``64×64`` (``64×64×8`` for conv2d's channels)."""
+    side = f"{n:.0f}×{n:.0f}"
+    return f"{side}×{CONV_CHANNELS}" if op == "conv2d" else side

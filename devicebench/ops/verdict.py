@@ -1,67 +1,19 @@
 """Plain-words verdicts per op, from the analysed figures (what was measured, why it
-matters, what to do), and the small formatters they and the renderers share."""
+matters, what to do). The formatters are :mod:`devicebench.fmt`'s."""
 
 from __future__ import annotations
 
 import math
 
+from devicebench.fmt import fmt_count, fmt_pct, fmt_rate, fmt_ratio, fmt_seconds
 from devicebench.measure.stats import ratio_of_medians
-from devicebench.ops.analysis import OpAnalysis, PathStat, Peak
-from devicebench.ops.spec import CONV_CHANNELS, op_elements
+from devicebench.ops.records import OpAnalysis, PathStat, Peak
+from devicebench.ops.spec import fmt_size, op_elements
 
 PRETTY = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch", "numpy": "numpy"}
 COMPILED = {"tensorflow": "tf.function", "jax": "jax.jit", "torch": "torch.jit.trace"}
 SEED_ORDER = ("tensorflow", "jax", "torch", "numpy")
 NAIVE_GAP = 2.0  # naive this many times faster than synced: it timed the dispatch only
-
-
-def fmt_seconds(s: float | None) -> str:
-    """``15.2 µs``, ``3.1 ms``, ``0.42 ns``."""
-    if s is None or not math.isfinite(s):
-        return "-"
-    if s == 0:
-        return "0"
-    a = abs(s)
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
-        if a >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s * 1e12:.3g} ps"
-
-
-def fmt_rate(rate: float | None, unit: str) -> str:
-    """``27.5 GB/s`` or ``180 GFLOP/s``."""
-    if rate is None or not math.isfinite(rate):
-        return "-"
-    name = "FLOP/s" if unit == "flops" else "B/s"
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if rate >= scale:
-            return f"{rate / scale:.3g} {prefix}{name}"
-    return f"{rate:.3g} {name}"
-
-
-def fmt_pct(pct: float | None) -> str:
-    """``0.52%``, ``38%``, ``1000%``."""
-    if pct is None or not math.isfinite(pct):
-        return "-"
-    return f"{pct:.2g}%" if pct < 10 else f"{pct:.0f}%"
-
-
-def fmt_ratio(x: float) -> str:
-    """``0.72x``, ``3.1x``, ``97x``, ``1300x`` (never an exponent)."""
-    return f"{x:.2g}x" if x < 10 else f"{x:.0f}x"
-
-
-def fmt_size(op: str, n: float) -> str:
-    """``64×64`` (``64×64×8`` for conv2d's channels)."""
-    side = f"{n:.0f}×{n:.0f}"
-    return f"{side}×{CONV_CHANNELS}" if op == "conv2d" else side
-
-
-def fmt_count(x: float) -> str:
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= scale:
-            return f"{x / scale:.3g}{suffix}"
-    return f"{x:.0f}"
 
 
 def _seed_path(a: OpAnalysis, device: str) -> PathStat | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from devicebench.advisor.budget import FINAL_MIN_ROUNDS, SearchBudget
 from devicebench.advisor.candidates import candidate_space, is_compute_heavy
+from devicebench.advisor.equivalence import loss_check
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.profiles.profile import MachineProfile, TrialRecord
 from devicebench.trials.engine import RunOptions, TrialGroup, Worker
@@ -76,7 +77,8 @@ def sweep(specs: list[TrialSpec], *, budget_s: float = 120.0, equivalence_steps:
     options = budget.group_options(equivalence_steps)
     t0 = clock()
     with TrialGroup(specs[0], options, equivalence_seconds=budget.equivalence_seconds,
-                    on_result=on_result, clock=clock, start_worker=start_worker) as group:
+                    on_result=on_result, clock=clock, start_worker=start_worker,
+                    loss_check=loss_check) as group:
         group.add(specs)
         setup_s = clock() - t0
         # advise's final stopping rule, without a time budget.

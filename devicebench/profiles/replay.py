@@ -15,11 +15,13 @@ from typing import Any
 
 from devicebench.launch.worker import WorkerFailure
 from devicebench.profiles.profile import MachineProfile, TrialRecord
-from devicebench.trials.blocks import (
-    MIN_EQUIVALENCE_STEPS,
-    SCREEN_MIN_STEPS,
-    TARGET_BLOCK_SECONDS,
-    plan_blocks,
+from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, plan_blocks
+from devicebench.trials.protocol import (
+    BlockReply,
+    FinishReply,
+    MeasureRequest,
+    SetupReply,
+    SetupRequest,
 )
 from devicebench.trials.spec import TrialSpec
 
@@ -88,8 +90,8 @@ class ReplayWorker:
             self._import_started = self.clock.now
         elif cmd == "finish":
             r = self.record
-            self._pending = {"ok": True, "peak_device_memory_bytes": r.peak_device_memory_bytes,
-                             "peak_rss_bytes": r.peak_rss_bytes, "final_loss": r.final_loss}
+            self._pending = FinishReply(r.peak_device_memory_bytes, r.peak_rss_bytes,
+                                        r.final_loss).to_message()
         else:
             self._pending = self._answer(message)
 
@@ -129,7 +131,7 @@ class ReplayWorker:
         if cmd == "setup":
             return self._setup(message)
         if cmd == "measure":
-            return self._measure(bool(message.get("whole_epochs", True)))
+            return self._measure(MeasureRequest.from_message(message).whole_epochs)
         raise WorkerFailure("error", f"replay: unknown command {cmd!r}")
 
     def _setup(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -137,47 +139,46 @@ class ReplayWorker:
         if r.status != "ok":
             self.clock.advance(r.setup_seconds)
             raise WorkerFailure(r.status, r.error or f"{r.status} (recorded)")
+        req = SetupRequest.from_message(msg, spec=self.spec)
         step = r.setup_step or 0.0
-        n = int(msg.get("equivalence_steps", 50))
-        cap = msg.get("equivalence_seconds")
+        n = req.equivalence_steps
+        cap = req.equivalence_seconds
         if cap is not None and step > 0:
-            n = min(n, max(MIN_EQUIVALENCE_STEPS, math.ceil(cap / step) + 1))
-        screen = msg.get("screen_step_seconds")
+            n = min(n, max(req.min_equivalence_steps, math.ceil(cap / step) + 1))
+        screen = req.screen_step_seconds
         if screen is not None and step >= screen:
-            n = min(n, SCREEN_MIN_STEPS + 1)
+            n = min(n, req.screen_min_steps + 1)
         first = r.first_step_seconds if r.first_step_seconds is not None else step
         self.clock.advance(r.setup_seconds + first + step * max(n - 1, 0))
         losses = [v for s, v in zip(r.loss_steps, r.equivalence_losses, strict=False)
                   if s <= n] or list(r.equivalence_losses[:1])
-        reply = {
-            "ok": True, "import_seconds": r.import_seconds, "setup_seconds": r.setup_seconds,
-            "first_step_seconds": first, "equivalence_losses": losses,
-            "loss_checkpoints": {str(s): v for s, v in zip(r.loss_steps, losses,
-                                                            strict=False)},
-            "jit_resolved": r.jit_resolved, "data_note": r.data_note,
-            "batch_size": r.batch_size, "steps_per_epoch": r.steps_per_epoch,
-            "flops_per_step": r.flops_per_step, "placement": r.placement,
-            "input_seconds_per_batch": r.input_seconds_per_batch,
-            "setup_step_seconds": step or None, "setup_steps": max(n - 1, 0),
-            "setup_step_method": f"replayed ({r.origin})",
-            "epoch_estimate_seconds": step * r.steps_per_epoch,
-        }
-        return reply
+        return SetupReply(
+            import_seconds=r.import_seconds, setup_seconds=r.setup_seconds,
+            first_step_seconds=first, equivalence_losses=losses,
+            loss_checkpoints={str(s): v for s, v in zip(r.loss_steps, losses, strict=False)},
+            jit_resolved=r.jit_resolved, data_note=r.data_note,
+            batch_size=r.batch_size, steps_per_epoch=r.steps_per_epoch,
+            flops_per_step=r.flops_per_step, placement=r.placement,
+            input_seconds_per_batch=r.input_seconds_per_batch,
+            setup_step_seconds=step or None, setup_steps=max(n - 1, 0),
+            setup_step_method=f"replayed ({r.origin})",
+            epoch_estimate_seconds=step * r.steps_per_epoch,
+        ).to_message()
 
     def _measure(self, whole_epochs: bool) -> dict[str, Any]:
         r = self.record
         k = plan_blocks(self._step_estimate, r.steps_per_epoch, whole_epochs,
                         self.spec.steps_per_execution).steps_per_block
-        reply: dict[str, Any] = {"ok": True, "steps_per_block": k, "loss": r.final_loss}
+        warmup: dict[str, Any] = {}
         if not self._warmed:
             self._warmed = True
             self.clock.advance(r.warmup_seconds)
-            reply.update(warmup_seconds=r.warmup_seconds, warmup_blocks=1)
+            warmup = {"warmup_seconds": r.warmup_seconds, "warmup_blocks": 1}
         sample = r.step_seconds[self._block % len(r.step_seconds)]
         self._block += 1
         self.clock.advance(sample * k)
-        reply["block_seconds"] = [sample * k]
-        return reply
+        return BlockReply(block_seconds=[sample * k], steps_per_block=k, loss=r.final_loss,
+                          **warmup).to_message()
 
 
 def replay_launcher(profile: MachineProfile, clock: VirtualClock

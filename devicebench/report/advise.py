@@ -8,8 +8,9 @@ from rich.table import Table
 
 from devicebench.advisor.advice import AdviceResult
 from devicebench.advisor.search import SCREEN_FACTOR
+from devicebench.fmt import fmt_duration
 from devicebench.report.console import make_console
-from devicebench.report.run import fmt_seconds, render_comparison
+from devicebench.report.run import render_comparison
 
 
 def render_advice(advice: AdviceResult, *, console: Console | None = None,
@@ -45,7 +46,7 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
                 if o.blocks_cut:
                     cut = "whole epochs" if o.blocks_cut == "epochs" else "K-step blocks"
                     where += f" ({cut})"
-            table.add_row(o.spec.label, where, fmt_seconds(o.median_step_s),
+            table.add_row(o.spec.label, where, fmt_duration(o.median_step_s),
                           f"{o.speedup:.2f}x" if o.speedup else "-", outcome)
         con.print(table)
         render_comparison(advice.rows, console=con, notes=advice.notes)

@@ -18,8 +18,8 @@ from devicebench.analysis.run_report import (
     Speedup,
     WorkloadFigures,
 )
+from devicebench.fmt import fmt_bytes, fmt_duration
 from devicebench.report import charts
-from devicebench.report.run import fmt_bytes, fmt_seconds
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:980px;
@@ -101,9 +101,9 @@ def _epoch(c: ConfigFigures) -> str:
     """The epoch as Keras' log shows it, with its parts when the workload validates."""
     f = c.fit
     if not f or f.get("validation_s") is None:
-        return fmt_seconds(c.epoch_s)
-    return (f"{fmt_seconds(f['epoch_s'])} (train {fmt_seconds(f['train_s'])} + val "
-            f"{fmt_seconds(f['validation_s'])})")
+        return fmt_duration(c.epoch_s)
+    return (f"{fmt_duration(f['epoch_s'])} (train {fmt_duration(f['train_s'])} + val "
+            f"{fmt_duration(f['validation_s'])})")
 
 
 def _fit(c: ConfigFigures) -> str:
@@ -111,8 +111,8 @@ def _fit(c: ConfigFigures) -> str:
     if not f or f.get("fit_s") is None:
         return "-"
     lo, hi = f["fit_ci95"]
-    return (f"{fmt_seconds(f['fit_s'])} [{fmt_seconds(lo)}–{fmt_seconds(hi)}] "
-            f"({f['epochs']} epochs, the first {fmt_seconds(f['first_epoch_s'])})")
+    return (f"{fmt_duration(f['fit_s'])} [{fmt_duration(lo)}–{fmt_duration(hi)}] "
+            f"({f['epochs']} epochs, the first {fmt_duration(f['first_epoch_s'])})")
 
 
 def _config_table(configs: list[ConfigFigures]) -> str:
@@ -121,8 +121,8 @@ def _config_table(configs: list[ConfigFigures]) -> str:
             "<th>whole fit [95% CI]</th><th>1st step</th><th>memory</th><th>loss</th></tr>")
     rows = []
     for c in configs:
-        step = (f"{fmt_seconds(c.median_s)} [{fmt_seconds(c.ci_low_s)}–"
-                f"{fmt_seconds(c.ci_high_s)}]") if c.median_s else "-"
+        step = (f"{fmt_duration(c.median_s)} [{fmt_duration(c.ci_low_s)}–"
+                f"{fmt_duration(c.ci_high_s)}]") if c.median_s else "-"
         speed = "reference" if c.is_reference else _ratio(c.speedup)
         mem = (f"device {fmt_bytes(c.peak_device_memory_bytes)}, RSS "
                f"{fmt_bytes(c.peak_rss_bytes)}") if c.status == "ok" else "-"
@@ -133,7 +133,7 @@ def _config_table(configs: list[ConfigFigures]) -> str:
             f"{_e(f'{c.samples_per_s:,.0f}' if c.samples_per_s else '-')}</td>"
             f"<td class=\"num\">{_e(_epoch(c))}</td><td class=\"num\">{_e(_fit(c))}</td>"
             "<td class=\"num\">"
-            f"{_e(fmt_seconds(c.first_step_s))}</td><td>{_e(mem)}</td>"
+            f"{_e(fmt_duration(c.first_step_s))}</td><td>{_e(mem)}</td>"
             f"<td>{_e(c.loss_verdict)}</td></tr>")
     return f"<div class=\"wide\"><table>{head}{''.join(rows)}</table></div>"
 

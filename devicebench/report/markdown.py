@@ -7,7 +7,7 @@ import re
 
 from devicebench.analysis.compare import RunComparison
 from devicebench.analysis.run_report import RunReport, Speedup
-from devicebench.report.run import fmt_bytes, fmt_seconds
+from devicebench.fmt import fmt_bytes, fmt_duration
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
@@ -48,8 +48,8 @@ def render_markdown(report: RunReport) -> str:
                 "| configuration | status | step time [95% CI] | speed-up vs reference | "
                 "memory | loss |", "|---|---|---:|---:|---|---|"]
         for c in w.configs:
-            step = (f"{fmt_seconds(c.median_s)} [{fmt_seconds(c.ci_low_s)}–"
-                    f"{fmt_seconds(c.ci_high_s)}]") if c.median_s else "-"
+            step = (f"{fmt_duration(c.median_s)} [{fmt_duration(c.ci_low_s)}–"
+                    f"{fmt_duration(c.ci_high_s)}]") if c.median_s else "-"
             speed = "reference" if c.is_reference else _ratio(c.speedup)
             mem = (f"device {fmt_bytes(c.peak_device_memory_bytes)}, RSS "
                    f"{fmt_bytes(c.peak_rss_bytes)}")
@@ -85,8 +85,8 @@ def render_comparison_markdown(c: RunComparison) -> str:
             "B vs A [95% CI] | verdict |", "|---|---|---:|---:|---:|---|"]
     for r in c.rows:
         label = r.a.label if r.a.label == r.b.label else f"{r.a.label} vs {r.b.label}"
-        sa = f"{fmt_seconds(r.a.median)} [{fmt_seconds(r.a.ci_low)}–{fmt_seconds(r.a.ci_high)}]"
-        sb = f"{fmt_seconds(r.b.median)} [{fmt_seconds(r.b.ci_low)}–{fmt_seconds(r.b.ci_high)}]"
+        sa = f"{fmt_duration(r.a.median)} [{fmt_duration(r.a.ci_low)}–{fmt_duration(r.a.ci_high)}]"
+        sb = f"{fmt_duration(r.b.median)} [{fmt_duration(r.b.ci_low)}–{fmt_duration(r.b.ci_high)}]"
         s = r.speedup
         out.append(f"| {e(r.workload)} | {e(label)} | {e(sa)} | {e(sb)} | "
                    f"{s.value:.2f}x [{s.ci_low:.2f}–{s.ci_high:.2f}] | {e(r.verdict)} |")

@@ -7,9 +7,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from devicebench.fmt import fmt_pct, fmt_rate, fmt_ratio, fmt_seconds
 from devicebench.ops.analysis import OpAnalysis, OpsAnalysis, PathStat
-from devicebench.ops.spec import OP_DESCRIPTIONS
-from devicebench.ops.verdict import fmt_pct, fmt_rate, fmt_ratio, fmt_seconds, fmt_size
+from devicebench.ops.spec import OP_DESCRIPTIONS, fmt_size
 from devicebench.report.console import make_console
 
 MAX_SIZE_COLUMNS = 6

@@ -5,27 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from devicebench.fmt import fmt_bytes, fmt_duration
 from devicebench.report.console import make_console
 from devicebench.trials.summary import ComparisonRow
-
-
-def fmt_seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
-
-
-def fmt_bytes(n: int | None) -> str:
-    if not n:
-        return "unknown"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def fmt_epoch(row: ComparisonRow) -> str:
@@ -33,11 +15,11 @@ def fmt_epoch(row: ComparisonRow) -> str:
     ``"710.00 ms = 600.00 ms + val 110.00 ms"``."""
     f = row.fit
     if f is None:
-        return fmt_seconds(row.result.epoch_seconds)
+        return fmt_duration(row.result.epoch_seconds)
     if f.validation_s is None:
-        return fmt_seconds(f.epoch_s)
-    return (f"{fmt_seconds(f.epoch_s)} = {fmt_seconds(f.train_s)} + val "
-            f"{fmt_seconds(f.validation_s)}")
+        return fmt_duration(f.epoch_s)
+    return (f"{fmt_duration(f.epoch_s)} = {fmt_duration(f.train_s)} + val "
+            f"{fmt_duration(f.validation_s)}")
 
 
 def fmt_fit(row: ComparisonRow) -> str:
@@ -46,7 +28,7 @@ def fmt_fit(row: ComparisonRow) -> str:
     if f is None or f.fit_s is None or f.fit_ci is None:
         return "-"
     lo, hi = f.fit_ci
-    return f"{fmt_seconds(f.fit_s)} [{fmt_seconds(lo)}–{fmt_seconds(hi)}]"
+    return f"{fmt_duration(f.fit_s)} [{fmt_duration(lo)}–{fmt_duration(hi)}]"
 
 
 def fit_notes(rows: list[ComparisonRow]) -> list[str]:
@@ -63,7 +45,7 @@ def fit_notes(rows: list[ComparisonRow]) -> list[str]:
                  if f.validation_s is not None else "epoch = training pass (no validation)")
         if f.fit_s is not None:
             epoch += (f"; a fit of {f.epochs} epochs = the first epoch (compilation and "
-                      f"warm-up included: {fmt_seconds(f.first_epoch_s)} for {r.spec.label}) "
+                      f"warm-up included: {fmt_duration(f.first_epoch_s)} for {r.spec.label}) "
                       f"+ {f.epochs - 1} steady ones, as a stopwatch around fit() reads it")
         lines.append(f"{r.spec.workload}: {epoch}")
     return lines
@@ -89,8 +71,8 @@ def render_comparison(rows: list[ComparisonRow], *, console: Console | None = No
         for row in (r for r in rows if r.result.spec.workload == workload):
             r = row.result
             st = r.step_time
-            step = (f"{fmt_seconds(st.median)} [{fmt_seconds(st.ci_low)}–"
-                    f"{fmt_seconds(st.ci_high)}]") if st else "-"
+            step = (f"{fmt_duration(st.median)} [{fmt_duration(st.ci_low)}–"
+                    f"{fmt_duration(st.ci_high)}]") if st else "-"
             if row.is_reference:
                 speed = "reference"
             elif row.speedup is not None:
@@ -108,7 +90,7 @@ def render_comparison(rows: list[ComparisonRow], *, console: Console | None = No
             table.add_row(
                 r.spec.label, status, step,
                 f"{r.samples_per_second:,.0f}" if r.samples_per_second else "-",
-                fmt_epoch(row), fmt_fit(row), fmt_seconds(r.first_step_seconds), speed,
+                fmt_epoch(row), fmt_fit(row), fmt_duration(r.first_step_seconds), speed,
                 memory, r.loss_verdict,
             )
     con.print(table)

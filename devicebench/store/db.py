@@ -236,7 +236,8 @@ class ResultStore:
                              f"{len(seconds)} blocks", why="the result is inconsistent",
                              fix="report this as a devicebench bug")
         data = result.to_dict()
-        slim = {k: v for k, v in data.items() if k not in MOVED_KEYS}
+        # The run is the row's own column; the group travels in the JSON.
+        slim = {k: v for k, v in data.items() if k not in (*MOVED_KEYS, "run_id")}
         with self._write("adding a trial") as c:
             cur = c.execute(
                 "INSERT INTO trials (run_id, spec_key, spec, status, result, finished_at) "
@@ -279,14 +280,15 @@ class ResultStore:
     def trials_for_run(self, run_id: int) -> list[TrialResult]:
         """The run's trials in the order they were added."""
         with self._read("reading a run's trials") as c:
-            rows = c.execute("SELECT id, spec, result FROM trials WHERE run_id = ? ORDER BY id",
-                             (run_id,)).fetchall()
+            rows = c.execute("SELECT id, run_id, spec, result FROM trials WHERE run_id = ? "
+                             "ORDER BY id", (run_id,)).fetchall()
             return [self._load(c, *row) for row in rows]
 
     def latest_result(self, machine_id: int, spec_key: str,
                       status: str | None = "ok") -> TrialResult | None:
         """The newest trial of ``spec_key`` on this machine with ``status`` (None: any)."""
-        sql = ("SELECT t.id, t.spec, t.result FROM trials t JOIN runs r ON r.id = t.run_id "
+        sql = ("SELECT t.id, t.run_id, t.spec, t.result FROM trials t "
+               "JOIN runs r ON r.id = t.run_id "
                "WHERE r.machine_id = ? AND t.spec_key = ?")
         args: list[Any] = [machine_id, spec_key]
         if status is not None:
@@ -309,9 +311,13 @@ class ResultStore:
         return [RunSummary(*row) for row in rows]
 
     @staticmethod
-    def _load(c: sqlite3.Connection, trial_id: int, spec: str, result: str) -> TrialResult:
+    def _load(c: sqlite3.Connection, trial_id: int, run_id: int, spec: str,
+              result: str) -> TrialResult:
         data = json.loads(result)
         data["spec"] = json.loads(spec)
+        data["run_id"] = run_id
+        # Before results carried their group, a run measured each workload in one group.
+        data["group_id"] = data.get("group_id") or f"run{run_id}"
         samples = c.execute("SELECT round, seconds FROM samples WHERE trial_id = ? ORDER BY idx",
                             (trial_id,)).fetchall()
         data["block_seconds"] = [s for _, s in samples]

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from devicebench.advisor.equivalence import compare_losses, tolerance_for
 from devicebench.errors import strip_ansi
 from devicebench.launch import Worker, WorkerFailure, WorkerProcess, worker_env
-from devicebench.trials.blocks import WHOLE_EPOCH_SECONDS
+from devicebench.trials.blocks import MIN_EQUIVALENCE_STEPS, SCREEN_MIN_STEPS, WHOLE_EPOCH_SECONDS
+from devicebench.trials.protocol import (
+    FINISH,
+    BlockReply,
+    FinishReply,
+    MeasureRequest,
+    PrepareRequest,
+    SetupReply,
+    SetupRequest,
+)
 from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
 
@@ -80,17 +89,25 @@ def default_reference(specs: list[TrialSpec]) -> TrialSpec:
 
 
 Event = Callable[[str, TrialSpec | None, dict[str, Any]], None]
+# (reference, candidate) -> (verdict, detail): do the two train the same model? The
+# caller's policy (tolerances per precision): devicebench.advisor.equivalence.loss_check.
+LossCheck = Callable[[TrialResult, TrialResult], tuple[str, str]]
+NO_LOSS_CHECK = "losses not compared (no loss check was given)"
 
 
-def _fail(result: TrialResult, exc: WorkerFailure) -> None:
-    result.status = exc.status
-    result.error = strip_ansi(exc.message)  # stored text: no terminal colour codes
-    result.stderr_tail = strip_ansi(exc.stderr_tail)[-2000:]
-    result.traceback_tail = strip_ansi(exc.traceback_tail)
+def _failed(result: TrialResult, exc: WorkerFailure) -> TrialResult:
+    """``result`` ended by ``exc``: its status, error and tails (a new record)."""
+    changes: dict[str, Any] = {
+        "status": exc.status,
+        "error": strip_ansi(exc.message),  # stored text: no terminal colour codes
+        "stderr_tail": strip_ansi(exc.stderr_tail)[-2000:],
+        "traceback_tail": strip_ansi(exc.traceback_tail),
+    }
     if exc.peak_rss_bytes is not None:
-        result.peak_rss_bytes = exc.peak_rss_bytes
+        changes["peak_rss_bytes"] = exc.peak_rss_bytes
     if exc.status == "nan":
-        result.nonfinite = True
+        changes["nonfinite"] = True
+    return replace(result, **changes)
 
 
 class TrialGroup:
@@ -122,6 +139,9 @@ class TrialGroup:
         on_event: Event | None = None,
         on_result: Callable[[TrialResult], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        run_id: int | None = None,
+        group_id: str | None = None,
+        loss_check: LossCheck | None = None,
     ) -> None:
         """Args:
             reference: the trial others are compared with; add it first: its initial
@@ -135,6 +155,11 @@ class TrialGroup:
                 ``options.memory_limit_bytes``), or a replayed profile
                 (:mod:`devicebench.profiles.replay`).
             clock: what ``measure``'s budget is counted on (a replay's virtual clock).
+            run_id: the store's run these trials belong to (carried by every result).
+            group_id: this group's id, carried by every result (default: a fresh one);
+                only results of one group are paired by round.
+            loss_check: the caller's equivalence policy, applied to each trial's
+                equivalence losses against the reference's (None: verdicts stay ``n/a``).
         """
         self.reference = reference
         self.options = options
@@ -145,6 +170,10 @@ class TrialGroup:
         self._clock = clock
         self._emit = on_event or (lambda *a: None)
         self._on_result = on_result
+        self.run_id = run_id
+        self.loss_check = loss_check
+        self.group_id = group_id or uuid.uuid4().hex[:12]
+        # Each value is replaced (never changed in place) as the trial goes on.
         self.results: dict[TrialSpec, TrialResult] = {}
         self.order: list[TrialSpec] = []
         self.finished: set[TrialSpec] = set()
@@ -173,6 +202,14 @@ class TrialGroup:
         another way)."""
         return self._comparable_rounds
 
+    def _update(self, spec: TrialSpec, **changes: Any) -> TrialResult:
+        """Replace ``spec``'s result with a copy carrying ``changes``."""
+        self.results[spec] = replace(self.results[spec], **changes)
+        return self.results[spec]
+
+    def _fail(self, spec: TrialSpec, exc: WorkerFailure) -> None:
+        self.results[spec] = _failed(self.results[spec], exc)
+
     def _done(self, *specs: TrialSpec) -> None:
         """These trials' results are final: their workers are told to exit (all at
         once), each result goes to ``on_result`` (stored before anything else can go
@@ -188,7 +225,7 @@ class TrialGroup:
             for spec in specs:
                 result = self.results[spec]
                 if result.status == "nan":
-                    _set_verdict(result, None)
+                    result = self.results[spec] = _with_verdict(result, None, None)
                 if self._on_result is not None:
                     self._on_result(result)
                 self._emit("done", spec, {"status": result.status})
@@ -202,7 +239,7 @@ class TrialGroup:
         try:
             return exchange()
         except WorkerFailure as exc:
-            _fail(self.results[spec], exc)
+            self._fail(spec, exc)
             self._done(spec)
             return None
 
@@ -220,10 +257,10 @@ class TrialGroup:
 
         def start(spec: TrialSpec) -> None:
             self._workers[spec] = self._start_worker(spec)
-            self._workers[spec].send({"cmd": "prepare", "spec": spec.to_dict()})
+            self._workers[spec].send(PrepareRequest(spec).to_message())
 
         for spec in new:
-            self.results[spec] = TrialResult(spec)
+            self.results[spec] = TrialResult(spec, run_id=self.run_id, group_id=self.group_id)
             self.order.append(spec)
             self._emit("start", spec, {})
             self._ask(spec, lambda s=spec: start(s))
@@ -236,43 +273,40 @@ class TrialGroup:
                 continue
             latest = (start_by or {}).get(spec)
             if latest is not None and spec != self.reference and self._clock() > latest:
-                _fail(self.results[spec], WorkerFailure(
+                self._fail(spec, WorkerFailure(
                     "skipped", "budget: its set-up would have started after the search's "
                     "set-up deadline"))
                 self._done(spec)
                 continue
             self._emit("setup", spec, {})
-            msg: dict[str, Any] = {"cmd": "setup", "spec": spec.to_dict(),
-                                   "equivalence_steps": opts.equivalence_steps,
-                                   "equivalence_seconds": self.equivalence_seconds,
-                                   "max_warmup_seconds": opts.max_warmup_seconds}
-            if self._weights_source is None:
-                msg["weights_out"] = str(self._weights)
-            else:
-                msg["weights_in"] = str(self._weights)
             fastest = fastest_setup_step(self.results.values())
-            if self.screen_factor and fastest and spec != self.reference:
-                msg["screen_step_seconds"] = self.screen_factor * fastest
-            reply = self._ask(spec, lambda s=spec, m=msg: self._workers[s].request(
+            screen = (self.screen_factor * fastest
+                      if self.screen_factor and fastest and spec != self.reference else None)
+            first = self._weights_source is None
+            req = SetupRequest(
+                spec, weights_in=None if first else str(self._weights),
+                weights_out=str(self._weights) if first else None,
+                equivalence_steps=opts.equivalence_steps,
+                equivalence_seconds=self.equivalence_seconds,
+                min_equivalence_steps=MIN_EQUIVALENCE_STEPS,
+                max_warmup_seconds=opts.max_warmup_seconds,
+                screen_step_seconds=screen, screen_min_steps=SCREEN_MIN_STEPS)
+            wire = req.to_message()
+            msg = self._ask(spec, lambda s=spec, m=wire: self._workers[s].request(
                 m, timeout=opts.setup_timeout))
-            if reply is None:
+            if msg is None:
                 continue
+            reply = SetupReply.from_message(msg)
             if self._weights_source is None:
                 self._weights_source = spec
-            self._estimates[spec] = reply.get("epoch_estimate_seconds", float("inf"))
-            r = self.results[spec]
-            for key in ("import_seconds", "setup_seconds", "first_step_seconds",
-                        "batch_size", "steps_per_epoch", "flops_per_step",
-                        "loss_checkpoints", "equivalence_losses", "jit_resolved",
-                        "data_note", "placement", "input_seconds_per_batch",
-                        "setup_step_seconds", "setup_steps", "setup_step_method",
-                        "validation_samples", "workload_epochs"):
-                if key in reply:
-                    setattr(r, key, reply[key])
+            self._estimates[spec] = (float("inf") if reply.epoch_estimate_seconds is None
+                                     else reply.epoch_estimate_seconds)
+            r = self._update(spec, **reply.result_fields())
             if spec != self._weights_source:
                 # Known from the equivalence steps alone: a search can drop a candidate
                 # whose loss differs before timing it.
-                _set_verdict(r, self.results[self._weights_source])
+                self.results[spec] = _with_verdict(r, self.results[self._weights_source],
+                                                   self.loss_check)
 
     def measure(self, options: RunOptions,
                 enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None) -> int:
@@ -291,35 +325,42 @@ class TrialGroup:
         if self._whole is not None and whole != self._whole:
             for spec in self.live:  # kept apart: what the pruned were compared against
                 r = self.results[spec]
-                r.earlier_blocks = {"cut": r.blocks_cut, "steps_per_block": r.steps_per_block,
-                                    "block_seconds": r.block_seconds,
-                                    "block_rounds": r.block_rounds}
-                r.block_seconds, r.block_rounds = [], []
+                self._update(spec, earlier_blocks={
+                    "cut": r.blocks_cut, "steps_per_block": r.steps_per_block,
+                    "block_seconds": list(r.block_seconds),
+                    "block_rounds": list(r.block_rounds)}, block_seconds=(), block_rounds=())
             self._comparable_rounds = 0
         self._whole = whole
         for spec in self.live:
-            self.results[spec].blocks_cut = "epochs" if whole else "steps"
+            self._update(spec, blocks_cut="epochs" if whole else "steps")
         start = self._clock()
         ran = 0
         while self._comparable_rounds < options.max_rounds and self.live:
             rnd = self._rounds
             for spec in self.live:
-                reply = self._ask(spec, lambda s=spec: self._workers[s].request(
-                    {"cmd": "measure", "whole_epochs": self._whole},
+                msg = self._ask(spec, lambda s=spec: self._workers[s].request(
+                    MeasureRequest(bool(self._whole)).to_message(),
                     timeout=options.block_timeout))
-                if reply is None:
+                if msg is None:
                     continue
+                reply = BlockReply.from_message(msg)
                 r = self.results[spec]
-                if "warmup_seconds" in reply:
-                    r.warmup_seconds = reply["warmup_seconds"]
-                    r.warmup_blocks = reply["warmup_blocks"]
-                r.steps_per_block = reply.get("steps_per_block", r.steps_per_block)
-                r.block_seconds.extend(reply["block_seconds"])
-                r.block_rounds.extend([rnd] * len(reply["block_seconds"]))
-                if "validation_first_seconds" in reply:
-                    r.validation_first_seconds = reply["validation_first_seconds"]
-                r.validation_seconds.extend(reply.get("validation_seconds", []))
-                r.validation_rounds.extend([rnd] * len(reply.get("validation_seconds", [])))
+                changes: dict[str, Any] = {
+                    "block_seconds": r.block_seconds + tuple(reply.block_seconds),
+                    "block_rounds": r.block_rounds + (rnd,) * len(reply.block_seconds)}
+                if reply.warmup_seconds is not None:
+                    changes["warmup_seconds"] = reply.warmup_seconds
+                    changes["warmup_blocks"] = reply.warmup_blocks or 0
+                if reply.validation_first_seconds is not None:
+                    changes["validation_first_seconds"] = reply.validation_first_seconds
+                if reply.validation_seconds:
+                    changes["validation_seconds"] = (r.validation_seconds
+                                                     + tuple(reply.validation_seconds))
+                    changes["validation_rounds"] = (r.validation_rounds
+                                                    + (rnd,) * len(reply.validation_seconds))
+                if reply.steps_per_block is not None:
+                    changes["steps_per_block"] = reply.steps_per_block
+                self._update(spec, **changes)
             self._rounds += 1
             self._comparable_rounds += 1
             ran += 1
@@ -340,22 +381,22 @@ class TrialGroup:
         asked = []
         for spec in ending:
             try:
-                self._workers[spec].send({"cmd": "finish"})
+                self._workers[spec].send(FINISH)
                 asked.append(spec)
             except WorkerFailure as exc:
-                _fail(self.results[spec], exc)
+                self._fail(spec, exc)
         for spec in asked:
-            r = self.results[spec]
             try:
-                reply = self._workers[spec].receive(timeout=60)
-                r.peak_device_memory_bytes = reply.get("peak_device_memory_bytes")
-                r.peak_rss_bytes = reply.get("peak_rss_bytes")
-                r.final_loss = reply.get("final_loss")
+                reply = FinishReply.from_message(self._workers[spec].receive(timeout=60))
+                self._update(spec, peak_device_memory_bytes=reply.peak_device_memory_bytes,
+                             peak_rss_bytes=reply.peak_rss_bytes, final_loss=reply.final_loss)
             except WorkerFailure as exc:
-                _fail(r, exc)
+                self._fail(spec, exc)
         for spec in ending:
-            _set_verdict(self.results[spec], self.results.get(self._weights_source)
-                         if self._weights_source else None)
+            self.results[spec] = _with_verdict(
+                self.results[spec],
+                self.results.get(self._weights_source) if self._weights_source else None,
+                self.loss_check)
         self._done(*ending)
 
     def close(self) -> None:
@@ -378,6 +419,8 @@ def run_workload_group(
     on_event: Event | None = None,
     on_result: Callable[[TrialResult], None] | None = None,
     enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None,
+    run_id: int | None = None,
+    loss_check: LossCheck | None = None,
 ) -> list[TrialResult]:
     """Measure trials of one workload against each other, interleaved.
 
@@ -390,6 +433,8 @@ def run_workload_group(
         on_result: called once per trial as soon as its result is final (store it there).
         enough: an extra stop rule past ``options.min_rounds`` (see
             :meth:`TrialGroup.measure`), e.g. :func:`devicebench.trials.summary.ratios_precise`.
+        run_id: the store's run the results belong to (carried by each).
+        loss_check: the equivalence policy (see :class:`TrialGroup`).
 
     Returns:
         one TrialResult per spec, in the given order; a failed trial has its status and
@@ -398,28 +443,29 @@ def run_workload_group(
     specs = list(dict.fromkeys(specs))
     ref = reference if reference in specs else default_reference(specs)
     with TrialGroup(ref, options, start_worker=start_worker, on_event=on_event,
-                    on_result=on_result) as group:
+                    on_result=on_result, run_id=run_id, loss_check=loss_check) as group:
         group.add(specs)
         group.measure(options, enough)
         group.finish()
     return [group.results[s] for s in specs]
 
 
-def _set_verdict(result: TrialResult, reference: TrialResult | None) -> None:
+def _with_verdict(result: TrialResult, reference: TrialResult | None,
+                  loss_check: LossCheck | None) -> TrialResult:
+    """``result`` with its loss verdict against ``reference`` by ``loss_check`` (a new
+    record)."""
     if result.status == "nan":
-        result.loss_verdict, result.loss_detail = "nan", result.error
-        return
+        return replace(result, loss_verdict="nan", loss_detail=result.error)
     if result.status != "ok":
-        return
-    if reference is None or reference is result:
-        result.loss_verdict, result.loss_detail = "reference", "initial weights from this trial"
-        return
+        return result
+    if reference is None or reference.spec == result.spec:
+        return replace(result, loss_verdict="reference",
+                       loss_detail="initial weights from this trial")
     changed = result.spec.math_changes(reference.spec)
     if "batch_size" in changed:
-        result.loss_verdict = "n/a"
-        result.loss_detail = "batch size changes the training itself; losses not comparable"
-        return
-    rtol = max(tolerance_for(result.spec.precision), tolerance_for(reference.spec.precision))
-    verdict, detail = compare_losses(reference.equivalence_losses, result.equivalence_losses,
-                                     rtol)
-    result.loss_verdict, result.loss_detail = verdict, detail
+        return replace(result, loss_verdict="n/a", loss_detail="batch size changes the "
+                       "training itself; losses not comparable")
+    if loss_check is None:
+        return replace(result, loss_verdict="n/a", loss_detail=NO_LOSS_CHECK)
+    verdict, detail = loss_check(reference, result)
+    return replace(result, loss_verdict=verdict, loss_detail=detail)

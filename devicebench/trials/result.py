@@ -1,27 +1,38 @@
-"""`TrialResult`: what one trial measured, with raw samples; statistics derived lazily."""
+"""`TrialResult`: what one trial measured, with raw samples — an immutable record that
+carries the run and the group it was measured in; statistics computed once, on first use."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
-from devicebench.measure.stats import Summary, summarize
+from devicebench.measure.stats import RoundTimes, Summary, summarize
 from devicebench.trials.spec import TrialSpec
 
-STATUSES = ("ok", "error", "crashed", "timeout", "oom", "nan", "skipped")
-VERDICTS = ("reference", "same", "differs", "nan", "n/a")
 WIDE_SPREAD = 0.10  # a CI half-width above this: say so instead of trusting the figure
 
 
-@dataclass
+# Raw sequences held as tuples (the record is immutable all the way to its samples).
+_TUPLES = ("block_seconds", "block_rounds", "equivalence_losses", "validation_seconds",
+           "validation_rounds")
+
+
+@dataclass(frozen=True)
 class TrialResult:
-    """One trial's outcome.
+    """One trial's outcome, frozen: the engine builds a new record (``dataclasses.replace``)
+    at each step rather than filling one in.
 
     Raw data: ``block_seconds[i]`` is the wall time of block i of ``steps_per_block``
-    steps, measured in round ``block_rounds[i]``, each block ending with a device sync.
-    Everything else (median step time, CI, samples/s, epoch estimate) derives from it.
+    steps, measured in round ``block_rounds[i]`` of group ``group_id``, each block ending
+    with a device sync. Everything else (median step time, CI, samples/s, epoch estimate)
+    derives from it, computed once per record. Round indices mean something only inside
+    one group: results of different groups are never paired by round.
+
+    ``run_id`` (the store's run) and ``group_id`` (the engine's interleaved group) say where
+    the result was measured; neither takes part in equality (two records of the same
+    measurement are equal wherever they were loaded from).
     """
 
     spec: TrialSpec
@@ -37,13 +48,13 @@ class TrialResult:
     steps_per_block: int = 0
     batch_size: int = 0
     steps_per_epoch: int = 0
-    block_seconds: list[float] = field(default_factory=list)
-    block_rounds: list[int] = field(default_factory=list)
+    block_seconds: tuple[float, ...] = ()
+    block_rounds: tuple[int, ...] = ()
     flops_per_step: float | None = None
     peak_device_memory_bytes: int | None = None  # None = the backend cannot tell
     peak_rss_bytes: int | None = None
     loss_checkpoints: dict[str, float] = field(default_factory=dict)  # step -> loss
-    equivalence_losses: list[float] = field(default_factory=list)
+    equivalence_losses: tuple[float, ...] = ()
     final_loss: float | None = None
     nonfinite: bool = False
     jit_resolved: bool | None = None
@@ -70,15 +81,24 @@ class TrialResult:
     workload_epochs: int | None = None  # epochs the workload's script trains (None: unknown)
     loss_verdict: str = "n/a"
     loss_detail: str = ""
+    run_id: int | None = field(default=None, compare=False)  # the store's run, once stored
+    group_id: str = field(default="", compare=False)  # the interleaved group ("": unknown)
 
-    # -- derived ----------------------------------------------------------------------
-    @property
+    def __post_init__(self) -> None:
+        for name in _TUPLES:
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+
+    # -- derived (computed once: the record never changes) -----------------------------
+    @cached_property
     def step_samples(self) -> list[float]:
         k = max(self.steps_per_block, 1)
         return [t / k for t in self.block_seconds]
 
-    @property
+    @cached_property
     def step_time(self) -> Summary | None:
+        """Median step time with its bootstrap CI (one bootstrap per record)."""
         return summarize(self.step_samples) if self.block_seconds else None
 
     def median_step(self, cut: str) -> float | None:
@@ -96,13 +116,16 @@ class TrialResult:
             return summarize([t / k for t in e["block_seconds"]]).median
         return None
 
-    @property
-    def round_step_times(self) -> dict[int, float]:
-        """Round index -> median step time in that round (for paired ratios)."""
+    @cached_property
+    def round_step_times(self) -> RoundTimes:
+        """Round index -> median step time in that round (for paired ratios), tagged with
+        this result's group: :func:`~devicebench.measure.stats.paired_ratio` refuses to
+        pair rounds of two different groups."""
         by_round: dict[int, list[float]] = {}
         for r, s in zip(self.block_rounds, self.step_samples, strict=False):
             by_round.setdefault(r, []).append(s)
-        return {r: sorted(v)[len(v) // 2] for r, v in by_round.items()}
+        return RoundTimes({r: sorted(v)[len(v) // 2] for r, v in by_round.items()},
+                          group=self.group_id)
 
     @property
     def samples_per_second(self) -> float | None:
@@ -148,7 +171,8 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["spec"] = self.spec.to_dict()
-        d.pop("step_time", None)
+        for name in _TUPLES:
+            d[name] = list(d[name])
         return d
 
     @classmethod
@@ -164,6 +188,3 @@ def fastest_setup_step(results: Iterable[TrialResult]) -> float | None:
     a search screens the others against."""
     return min((r.setup_step_seconds for r in results if r.setup_step_seconds), default=None)
 
-
-def is_finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

@@ -71,13 +71,15 @@ class ComparisonRow:
 
 
 def compare(results: list[TrialResult], epochs: int | None = None) -> list[ComparisonRow]:
-    """Rows per workload; the reference is the trial whose verdict is ``reference``.
-    ``epochs``: the whole fit each row shows (default: the workload's own epochs)."""
+    """Rows per workload and group measured together; the reference is the trial whose
+    verdict is ``reference``. Results of different groups are never paired: each group
+    is compared within itself. ``epochs``: the whole fit each row shows (default: the
+    workload's own epochs)."""
     rows: list[ComparisonRow] = []
-    by_workload: dict[str, list[TrialResult]] = {}
+    by_group: dict[tuple[str, str], list[TrialResult]] = {}
     for r in results:
-        by_workload.setdefault(r.spec.workload, []).append(r)
-    for group in by_workload.values():
+        by_group.setdefault((r.spec.workload, r.group_id), []).append(r)
+    for group in by_group.values():
         ref = next((r for r in group if r.loss_verdict == "reference"), None)
         for r in group:
             ratio = None

@@ -28,11 +28,15 @@ import numpy as np
 from devicebench.errors import exception_line, strip_ansi
 from devicebench.launch.child import Channel, die_with_parent
 from devicebench.measure.stats import settled
-from devicebench.trials.blocks import (
-    MIN_EQUIVALENCE_STEPS,
-    SCREEN_MIN_STEPS,
-    TARGET_BLOCK_SECONDS,
-    plan_blocks,
+from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, plan_blocks
+from devicebench.trials.protocol import (
+    BlockReply,
+    FinishReply,
+    MeasureRequest,
+    PrepareReply,
+    PrepareRequest,
+    SetupReply,
+    SetupRequest,
 )
 from devicebench.trials.spec import TrialSpec
 
@@ -71,7 +75,7 @@ class TrialSession:
         self.warmed = False  # a fit of this session has settled once
 
     # -- setup ------------------------------------------------------------------------
-    def prepare(self) -> dict[str, Any]:
+    def prepare(self) -> PrepareReply:
         """Set the device and threads, then import the framework (timed)."""
         if self.import_seconds is None:
             t0 = time.perf_counter()
@@ -79,22 +83,20 @@ class TrialSession:
             import keras  # noqa: F401
 
             self.import_seconds = time.perf_counter() - t0
-        return {"import_seconds": self.import_seconds}
+        return PrepareReply(self.import_seconds)
 
-    def setup(self, weights_in: str | None = None, weights_out: str | None = None,
-              equivalence_steps: int = 50, equivalence_seconds: float | None = None,
-              max_warmup_seconds: float = 60.0,
-              screen_step_seconds: float | None = None) -> dict[str, Any]:
+    def setup(self, req: SetupRequest) -> SetupReply:
         """Build, compile, run the equivalence steps, and estimate the step time.
 
-        ``equivalence_seconds`` caps those steps by time (at least MIN_EQUIVALENCE_STEPS
-        run): a candidate that is 50x slower is not worth 50 full steps of checking; the
-        comparison then covers the steps both trials ran, and says how many. A trial
-        whose steps already take ``screen_step_seconds`` (the parent's screening
-        threshold) stops after SCREEN_MIN_STEPS: it will not be timed.
+        ``req.equivalence_seconds`` caps those steps by time (at least
+        ``req.min_equivalence_steps`` run): a candidate that is 50x slower is not worth 50
+        full steps of checking; the comparison then covers the steps both trials ran, and
+        says how many. A trial whose steps already take ``req.screen_step_seconds`` (the
+        parent's screening threshold) stops after ``req.screen_min_steps``: it will not be
+        timed. The thresholds are the parent's; the worker holds no policy of its own.
         """
         spec = self.spec
-        import_seconds = self.prepare()["import_seconds"]
+        import_seconds = self.prepare().import_seconds
         import keras
 
         from devicebench.workloads.loader import load_workload
@@ -118,10 +120,10 @@ class TrialSession:
         model.compile(loss=workload.loss, optimizer=workload.optimizer(keras),
                       metrics=list(workload.metrics) or None, jit_compile=jit,
                       steps_per_execution=spec.steps_per_execution)
-        if weights_out:
-            np.savez(weights_out, *[np.asarray(w) for w in model.get_weights()])
-        if weights_in:
-            with np.load(weights_in) as npz:
+        if req.weights_out:
+            np.savez(req.weights_out, *[np.asarray(w) for w in model.get_weights()])
+        if req.weights_in:
+            with np.load(req.weights_in) as npz:
                 weights = [npz[f"arr_{i}"] for i in range(len(npz.files))]
             model.set_weights(weights)
         self.model = model
@@ -140,12 +142,12 @@ class TrialSession:
         audit = spec.backend == "tensorflow"
         placement: dict[str, Any] = {}
         t_eq = time.perf_counter()
-        for i in range(equivalence_steps):
-            if (equivalence_seconds is not None and i >= MIN_EQUIVALENCE_STEPS
-                    and time.perf_counter() - t_eq > equivalence_seconds):
+        for i in range(req.equivalence_steps):
+            if (req.equivalence_seconds is not None and i >= req.min_equivalence_steps
+                    and time.perf_counter() - t_eq > req.equivalence_seconds):
                 break
-            if (screen_step_seconds is not None and i >= SCREEN_MIN_STEPS
-                    and (typical := _median(losses_times[1:])) >= screen_step_seconds
+            if (req.screen_step_seconds is not None and i >= req.screen_min_steps
+                    and (typical := _median(losses_times[1:])) >= req.screen_step_seconds
                     and not self._refines(typical)):  # else fits measure it below
                 break
             lo = (i % self.steps_per_epoch) * self.batch
@@ -171,38 +173,40 @@ class TrialSession:
             if not math.isfinite(loss):
                 break
         checkpoints = {str(s): losses[s - 1] for s in CHECKPOINT_STEPS if s <= len(losses)}
-        reply: dict[str, Any] = {
-            "import_seconds": import_seconds,
-            "setup_seconds": setup_seconds,
-            "first_step_seconds": losses_times[0] if losses_times else None,
-            "equivalence_losses": losses,
-            "loss_checkpoints": checkpoints,
-            "jit_resolved": bool(getattr(model, "jit_compile", False)),
-            "data_note": data.note,
-            "batch_size": self.batch,
-            "steps_per_epoch": self.steps_per_epoch,
-            "flops_per_step": workload.flops_per_step(self.batch),
-            "placement": placement,
-            "validation_samples": data.validation_samples,
-            "workload_epochs": workload.epochs,
-        }
         if losses and not math.isfinite(losses[-1]):
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
-        reply["input_seconds_per_batch"] = self._time_input_pipeline()
-        self._max_warmup_seconds = max_warmup_seconds
+        input_seconds_per_batch = self._time_input_pipeline()
+        self._max_warmup_seconds = req.max_warmup_seconds
         # Synced train_on_batch steps overestimate a fit step (blocks then err long);
         # a fast one is measured again as fit runs it.
         self._step_estimate = _median(losses_times[1:] or losses_times
                                       or [TARGET_BLOCK_SECONDS])
+        setup_step: dict[str, Any] = {}
         if losses_times[1:]:  # the set-up's own step time (median, first step excluded)
-            reply["setup_steps"] = len(losses_times) - 1
-            reply["setup_step_method"] = "train_on_batch"
+            setup_step["setup_steps"] = len(losses_times) - 1
+            setup_step["setup_step_method"] = "train_on_batch"
             if self._refines(self._step_estimate):
                 self._step_estimate = self._fit_step_seconds(self._step_estimate)
-                reply["setup_step_method"] = "fit"
-            reply["setup_step_seconds"] = self._step_estimate
-        reply["epoch_estimate_seconds"] = self._step_estimate * self.steps_per_epoch
-        return reply
+                setup_step["setup_step_method"] = "fit"
+            setup_step["setup_step_seconds"] = self._step_estimate
+        return SetupReply(
+            import_seconds=import_seconds,
+            setup_seconds=setup_seconds,
+            first_step_seconds=losses_times[0] if losses_times else None,
+            equivalence_losses=losses,
+            loss_checkpoints=checkpoints,
+            jit_resolved=bool(getattr(model, "jit_compile", False)),
+            data_note=data.note,
+            batch_size=self.batch,
+            steps_per_epoch=self.steps_per_epoch,
+            flops_per_step=workload.flops_per_step(self.batch),
+            placement=placement,
+            validation_samples=data.validation_samples,
+            workload_epochs=workload.epochs,
+            input_seconds_per_batch=input_seconds_per_batch,
+            epoch_estimate_seconds=self._step_estimate * self.steps_per_epoch,
+            **setup_step,
+        )
 
     def _refines(self, step_seconds: float) -> bool:
         """Whether a set-up step this long is measured again with fits: on a backend
@@ -318,7 +322,7 @@ class TrialSession:
                 self.warmup: list[float] = []
                 self.warmup_start = time.perf_counter()
                 self.warming = True
-                self.warmup_info: dict[str, Any] = {}
+                self.warmup_info: dict[str, float | int] = {}
                 self.epochs_in_block = 0
                 self.t0 = 0.0
 
@@ -352,14 +356,14 @@ class TrialSession:
                         self.warmup_info = {"warmup_seconds": warm_for,
                                             "warmup_blocks": len(self.warmup)}
                     return
-                reply: dict[str, Any] = {"block_seconds": [elapsed], "loss": loss,
-                                         "steps_per_block": session.steps_per_block,
-                                         **self.warmup_info, **session._time_validation()}
+                reply = BlockReply(block_seconds=[elapsed], loss=loss,
+                                   steps_per_block=session.steps_per_block,
+                                   **self.warmup_info, **session._time_validation())
                 self.warmup_info = {}
-                channel.send({"ok": True, **reply})
+                channel.send(reply.to_message())
                 msg = channel.recv()
                 if (msg is None or msg.get("cmd") != "measure"
-                        or bool(msg.get("whole_epochs", True)) != whole_epochs):
+                        or MeasureRequest.from_message(msg).whole_epochs != whole_epochs):
                     # Another command, or blocks to be cut the other way: end this fit
                     # (the main loop answers the command, or starts a new fit).
                     channel.pending = msg
@@ -383,12 +387,12 @@ class TrialSession:
         self.model.fit(x, y, batch_size=batch, epochs=10**9, steps_per_epoch=steps,
                        verbose=0, shuffle=True, callbacks=[BlockTimer()])
 
-    def finish(self) -> dict[str, Any]:
-        return {
-            "peak_device_memory_bytes": self.backend.peak_memory_bytes(self.spec.device),
-            "peak_rss_bytes": _peak_rss_bytes(),
-            "final_loss": self.last_loss,
-        }
+    def finish(self) -> FinishReply:
+        return FinishReply(
+            peak_device_memory_bytes=self.backend.peak_memory_bytes(self.spec.device),
+            peak_rss_bytes=_peak_rss_bytes(),
+            final_loss=self.last_loss,
+        )
 
 
 def _failure(exc: BaseException) -> dict[str, Any]:
@@ -415,26 +419,22 @@ def main(argv: list[str]) -> int:
                 channel.send({"ok": True, "pid": os.getpid()})
                 continue
             if cmd in ("prepare", "setup"):
-                spec = TrialSpec.from_dict(msg["spec"])
-                if session is None or session.spec != spec:
-                    session = TrialSession(spec)
-                if cmd == "prepare":
-                    channel.send({"ok": True, **session.prepare()})
-                    continue
-                opts = {k: msg[k] for k in ("weights_in", "weights_out", "equivalence_steps",
-                                            "equivalence_seconds",
-                                            "max_warmup_seconds", "screen_step_seconds")
-                        if k in msg}
-                channel.send({"ok": True, **session.setup(**opts)})
+                req = (PrepareRequest if cmd == "prepare" else SetupRequest).from_message(msg)
+                if session is None or session.spec != req.spec:
+                    session = TrialSession(req.spec)
+                if isinstance(req, PrepareRequest):
+                    channel.send(session.prepare().to_message())
+                else:
+                    channel.send(session.setup(req).to_message())
                 continue
             if session is None:
                 raise RuntimeError(f"command {cmd!r} before setup")
             if cmd == "measure":
                 # Returns when a command other than "measure" arrives.
-                session.run_blocks(channel, bool(msg.get("whole_epochs", True)))
+                session.run_blocks(channel, MeasureRequest.from_message(msg).whole_epochs)
                 continue
             if cmd == "finish":
-                channel.send({"ok": True, **session.finish()})
+                channel.send(session.finish().to_message())
                 return 0
             raise RuntimeError(f"unknown command {cmd!r}")
         except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from devicebench.advisor.equivalence import loss_check
 from devicebench.store import ResultStore
 from tests.conftest import (
     assert_one_line_error,
@@ -186,7 +187,8 @@ def test_a_live_group_prunes_a_trial_and_switches_how_blocks_are_cut(tmp_path):
     other = base.with_(jit="on")
     stored = []
     with TrialGroup(base, RunOptions(equivalence_steps=50, max_warmup_seconds=2),
-                    equivalence_seconds=0.0, on_result=stored.append) as group:
+                    equivalence_seconds=0.0, on_result=stored.append,
+                    loss_check=loss_check) as group:
         group.add([base, other])
         # The time cap leaves the fewest equivalence steps, and the verdict says so.
         assert len(group.results[base].equivalence_losses) == 10
@@ -202,7 +204,7 @@ def test_a_live_group_prunes_a_trial_and_switches_how_blocks_are_cut(tmp_path):
         r = group.results[base]
         # Blocks now hold whole epochs; the K-step blocks were dropped, not mixed in.
         assert r.steps_per_block % r.steps_per_epoch == 0
-        assert len(r.block_seconds) == 3 and r.block_rounds == [2, 3, 4]
+        assert len(r.block_seconds) == 3 and r.block_rounds == (2, 3, 4)
         group.finish()
     assert [x.spec for x in stored] == [other, base] and r.status == "ok"
 
@@ -219,7 +221,8 @@ def test_set_up_step_times_and_early_stop_under_a_screening_threshold():
 
     base = TrialSpec(f"{W}:tiny")
     jax, xla = base.with_(backend="jax"), base.with_(jit="on")
-    with TrialGroup(base, RunOptions(equivalence_steps=30, max_warmup_seconds=1)) as group:
+    with TrialGroup(base, RunOptions(equivalence_steps=30, max_warmup_seconds=1),
+                    loss_check=loss_check) as group:
         group.add([base, jax])
         r = group.results
         assert r[base].setup_step_method == "train_on_batch" and r[base].setup_steps == 29
@@ -227,7 +230,7 @@ def test_set_up_step_times_and_early_stop_under_a_screening_threshold():
         assert r[jax].loss_verdict == "same" and "of 30" in r[jax].loss_detail
     # A threshold no step can be under (a factor of 1e-9 x the fastest so far).
     with TrialGroup(base, RunOptions(equivalence_steps=30, max_warmup_seconds=1),
-                    screen_factor=1e-9) as group:
+                    screen_factor=1e-9, loss_check=loss_check) as group:
         group.add([base, xla])
         r = group.results
         assert len(r[base].equivalence_losses) == 30  # the reference is never cut short

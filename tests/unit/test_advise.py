@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -98,8 +99,10 @@ class FakeGroup:
         while self.rounds_done < options.max_rounds:
             d = DRIFT[self.rounds_done % len(DRIFT)]
             for s in live:
-                self.results[s].block_seconds.append(10 * self.steps.get(s, 0.02) * d)
-                self.results[s].block_rounds.append(self.rounds_done)
+                r = self.results[s]
+                self.results[s] = replace(
+                    r, block_seconds=(*r.block_seconds, 10 * self.steps.get(s, 0.02) * d),
+                    block_rounds=(*r.block_rounds, self.rounds_done))
             self.rounds_done += 1
             ran += 1
             if self.rounds_done >= options.min_rounds and (enough is None
@@ -136,7 +139,7 @@ def test_successive_halving_keeps_the_fastest_and_always_measures_the_baseline()
     # The pruned are finished; the baseline and the finalists stay live for the final,
     # their rounds from the rungs kept (5 = 2 + 3).
     assert fake.live == [BASE, *finalists]
-    assert fake.results[finalists[0]].block_rounds == [0, 1, 2, 3, 4]
+    assert fake.results[finalists[0]].block_rounds == (0, 1, 2, 3, 4)
 
 
 def test_screening_finishes_candidates_far_slower_in_their_set_up_steps_untimed():
@@ -164,10 +167,9 @@ def test_screening_finishes_candidates_far_slower_in_their_set_up_steps_untimed(
 
 def test_a_screened_candidates_reasons_quote_its_set_up_steps():
     base = TrialSpec("mnist-cnn")
-    res = {base: _result(base, 0.019, flops=None),
-           base.with_(jit="on"): TrialResult(base.with_(jit="on"), first_step_seconds=3.0)}
-    res[base].setup_step_seconds = 0.025
-    res[base.with_(jit="on")].setup_step_seconds = 0.1
+    res = {base: replace(_result(base, 0.019, flops=None), setup_step_seconds=0.025),
+           base.with_(jit="on"): TrialResult(base.with_(jit="on"), first_step_seconds=3.0,
+                                             setup_step_seconds=0.1)}
     text = {r.id: r.text for r in explain(Evidence(baseline=res[base], results=res))}
     assert "4.0x slower" in text["xla-slower"] and "set-up steps" in text["xla-slower"]
     # Measured in the same rounds, the interleaved blocks are used, not the set-up steps.
@@ -176,9 +178,9 @@ def test_a_screened_candidates_reasons_quote_its_set_up_steps():
     assert "3.0x slower" in text["xla-slower"] and "set-up" not in text["xla-slower"]
     # The best TF trial against JAX may be one screened out: compared on set-up steps.
     jax, xla = BASE.with_(backend="jax"), BASE.with_(jit="on")
-    res = {BASE: _result(BASE, 0.007), jax: _result(jax, 0.0003),
+    res = {BASE: replace(_result(BASE, 0.007), setup_step_seconds=0.0075),
+           jax: replace(_result(jax, 0.0003), setup_step_seconds=0.0004),
            xla: TrialResult(xla, setup_step_seconds=0.0024)}
-    res[BASE].setup_step_seconds, res[jax].setup_step_seconds = 0.0075, 0.0004
     text = {r.id: r.text for r in explain(Evidence(baseline=res[BASE], results=res,
                                                    workload_tags=("recurrent",)))}
     assert "(tensorflow/cpu jit=on)" in text["recurrent-loop"]
@@ -304,11 +306,11 @@ def test_parse_baseline():
 
 def test_cpu_fallback_reason_counts_ops_placed_on_the_cpu_in_a_gpu_trial():
     gpu = BASE.with_(device="gpu:0")
-    r = _result(gpu, 0.05)
-    r.placement = {"ops_by_device": {"GPU:0": 300, "CPU:0": 12},
-                   "cpu_op_types": {"StatelessRandomGetKeyCounter": 8, "Cast": 4}}
-    cpu = _result(BASE, 0.01)
-    cpu.placement = {"ops_by_device": {"CPU:0": 312}, "cpu_op_types": {"MatMul": 40}}
+    r = replace(_result(gpu, 0.05), placement={
+        "ops_by_device": {"GPU:0": 300, "CPU:0": 12},
+        "cpu_op_types": {"StatelessRandomGetKeyCounter": 8, "Cast": 4}})
+    cpu = replace(_result(BASE, 0.01), placement={"ops_by_device": {"CPU:0": 312},
+                                                  "cpu_op_types": {"MatMul": 40}})
     reasons = explain(Evidence(baseline=r, results={gpu: r, BASE: cpu}))
     fallback = [x.text for x in reasons if x.id == "cpu-fallback"]
     assert len(fallback) == 1  # the CPU trial's ops are not fallbacks
@@ -363,8 +365,8 @@ def test_device_figures_from_a_stored_ops_run():
 
 
 def test_dispatch_reason_multiplies_ops_per_step_by_the_measured_per_op_cost():
-    r = _result(BASE, 0.007)
-    r.placement = {"ops_by_device": {"CPU:0": 274}, "loop_ops": 150, "input_shape": [28, 28]}
+    r = replace(_result(BASE, 0.007), placement={
+        "ops_by_device": {"CPU:0": 274}, "loop_ops": 150, "input_shape": [28, 28]})
     ev = Evidence(baseline=r, results={BASE: r}, figures=_figures(),
                   workload_tags=("recurrent",))
     (text,) = [x.text for x in explain(ev) if x.id == "dispatch-cost"]
@@ -382,7 +384,8 @@ def test_dispatch_reason_multiplies_ops_per_step_by_the_measured_per_op_cost():
     for changed in (dict(figures=None),):
         ev2 = Evidence(baseline=r, results={BASE: r}, **changed)
         assert not [x for x in explain(ev2) if x.id == "dispatch-cost"]
-    r.jit_resolved = True
+    r = replace(r, jit_resolved=True)
+    ev = Evidence(baseline=r, results={BASE: r}, figures=_figures())
     assert not [x for x in explain(ev) if x.id == "dispatch-cost"]
 
 
@@ -400,17 +403,16 @@ def test_advise_cites_the_ops_rate_or_says_how_to_get_it():
 
 
 def test_input_reason_compares_the_pipeline_alone_with_the_step():
-    r = _result(BASE, 0.010)
-    r.input_seconds_per_batch = 0.0002
+    r = replace(_result(BASE, 0.010), input_seconds_per_batch=0.0002)
     (reason,) = [x for x in explain(Evidence(baseline=r, results={BASE: r}))
                  if x.id.startswith("input")]
     assert reason.id == "input-time" and "200 µs, 2% of the 10 ms step" in reason.text
-    r.input_seconds_per_batch = 0.008
+    r = replace(r, input_seconds_per_batch=0.008)
     (reason,) = [x for x in explain(Evidence(baseline=r, results={BASE: r}))
                  if x.id.startswith("input")]
     assert reason.id == "input-bound" and "80% of the 10 ms step" in reason.text
     assert "prefetch" in reason.text
-    r.input_seconds_per_batch = None  # not measured: no claim either way
+    r = replace(r, input_seconds_per_batch=None)  # not measured: no claim either way
     assert not [x for x in explain(Evidence(baseline=r, results={BASE: r}))
                 if x.id.startswith("input")]
 
@@ -430,11 +432,10 @@ def test_the_final_stops_when_the_winner_is_clear_or_nothing_is_faster():
         out = {}
         for seed, (s, t) in enumerate(steps.items()):
             jitter = np.random.default_rng(seed).uniform(1 - noise, 1 + noise, 6)
-            r = TrialResult(s, steps_per_block=1)
-            for i, d in enumerate(DRIFT[:6]):
-                r.block_seconds.append(t * d * jitter[i])
-                r.block_rounds.append(i)
-            out[s] = r
+            out[s] = TrialResult(s, steps_per_block=1,
+                                 block_seconds=[t * d * jitter[i]
+                                                for i, d in enumerate(DRIFT[:6])],
+                                 block_rounds=list(range(6)))
         return out
 
     assert decided(BASE, [fast, mid])(results({BASE: 7, fast: 1, mid: 3}))

@@ -12,7 +12,7 @@ import devicebench.env.checks as checks_pkg
 from devicebench.env.checks import load_knowledge, run_checks
 from devicebench.env.checks._util import at_least, major_minor, matches, shorten
 from devicebench.env.finding import SEVERITIES, Finding
-from devicebench.env.probe import RawHost, host_from_raw
+from devicebench.env.interpret import RawHost, host_from_raw
 from devicebench.env.snapshot import (
     BlasInfo,
     DeviceInfo,
@@ -631,7 +631,7 @@ RAW = Path(__file__).resolve().parent.parent / "fixtures" / "raw"
 def raw_fixture(name: str) -> EnvSnapshot:
     import json
 
-    from devicebench.env.probe import snapshot_from_raw
+    from devicebench.env.interpret import snapshot_from_raw
 
     return snapshot_from_raw(json.loads((RAW / f"{name}.json").read_text()))
 
@@ -884,7 +884,7 @@ def test_jax_plugin_version_mismatch_is_named() -> None:
 
 # -- probe functions on recorded raw inputs -----------------------------------------------
 def test_nvidia_smi_and_ldconfig_parsing() -> None:
-    from devicebench.env.probe import (
+    from devicebench.env.interpret import (
         cuda_libs_from_ldconfig,
         load_errors_from_log,
         nvidia_smi_from_output,

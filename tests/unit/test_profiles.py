@@ -9,6 +9,7 @@ framework, no wall time.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -157,8 +158,8 @@ def _result(spec, step, first=0.5, rounds=6, spe=100):
 def test_a_compile_that_does_not_pay_back_within_the_planned_epochs_is_not_the_verdict():
     base = TrialSpec("mnist-cnn", backend="torch", device="gpu:0")
     jit = base.with_(jit="on")
-    res = [_result(base, 0.006), _result(jit, 0.003, first=25.0)]
-    res[0].loss_verdict = "reference"
+    res = [replace(_result(base, 0.006), loss_verdict="reference"),
+           _result(jit, 0.003, first=25.0)]
     rows = compare(res)
     outcomes = {jit: type("O", (), {"rejected": ""})()}
     best, notes = choose(rows, base, outcomes, epochs=5)

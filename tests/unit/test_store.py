@@ -99,6 +99,15 @@ def test_round_trip_keeps_every_field_raw_samples_and_spec_key(store: ResultStor
                                                    strict=True)]
 
 
+def test_a_result_comes_back_with_its_run_and_group(store: ResultStore) -> None:
+    run = store.start_run(store.add_machine(make_snapshot()), "run", {})
+    store.add_trial(run, make_result(group_id="3f9c2a", run_id=None))
+    (back,) = store.trials_for_run(run)
+    assert (back.run_id, back.group_id) == (run, "3f9c2a")
+    row = store.connection.execute("SELECT result FROM trials").fetchone()[0]
+    assert "run_id" not in json.loads(row)  # the row's own column says it
+
+
 def test_nan_loss_survives_the_round_trip(store: ResultStore) -> None:
     run = store.start_run(store.add_machine(make_snapshot()), "run", {})
     store.add_trial(run, make_result(status="nan", final_loss=float("nan"), nonfinite=True))
@@ -214,6 +223,8 @@ def test_migrates_the_committed_version_1_database(tmp_path: Path) -> None:
         assert loaded == [TrialResult.from_dict(v1[1]), TrialResult.from_dict(v1[2])]
         assert [r.spec.backend for r in loaded] == ["tensorflow", "jax"]
         assert store.completed_specs(1) == {r.spec.key for r in loaded}
+        # Stored before results carried their group: one group per run and workload.
+        assert {(r.run_id, r.group_id) for r in loaded} == {(1, "run1")}
 
 
 def test_a_failing_migration_rolls_back_whole(db_path: Path,

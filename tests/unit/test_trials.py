@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devicebench.advisor.equivalence import compare_losses
+from devicebench.advisor.equivalence import compare_losses, loss_check
 from devicebench.env.snapshot import EnvSnapshot, HostInfo, NvidiaGpu, NvidiaSmi
 from devicebench.errors import SpecError
 from devicebench.launch import WorkerFailure, worker_env
@@ -238,7 +238,8 @@ def test_rounds_interleave_trials_and_a_failure_never_stops_the_others():
                           "measure" if spec.backend == "torch" else None)
 
     results = run_workload_group([a, b, c], RunOptions(min_rounds=3, max_rounds=3),
-                                 start_worker=start, on_result=stored.append)
+                                 start_worker=start, on_result=stored.append,
+                                 loss_check=loss_check)
     # Every worker is told to import before the first is set up: the imports overlap.
     assert log[:4] == [("tensorflow", "send prepare"), ("jax", "send prepare"),
                        ("torch", "send prepare"), ("tensorflow", "prepare")]
@@ -249,7 +250,7 @@ def test_rounds_interleave_trials_and_a_failure_never_stops_the_others():
     assert by["torch"].status == "crashed" and "SIGABRT" in by["torch"].error
     assert by["tensorflow"].loss_verdict == "reference"
     assert by["jax"].loss_verdict == "same"
-    assert by["jax"].block_rounds == [0, 1, 2]
+    assert by["jax"].block_rounds == (0, 1, 2)
     assert [r.spec.backend for r in stored][0] == "torch"  # stored when it failed
     assert by["jax"].step_time.median == pytest.approx(0.001)
     # One epoch is long (jax: 10 s), so every trial is cut into K-step blocks alike.
@@ -329,3 +330,52 @@ def test_ratios_precise_stops_only_when_the_speedups_ci_is_narrow():
     assert not rule({a: base, b: noisy})
     failed = TrialResult(a, status="error")
     assert rule({a: failed, b: noisy})  # nothing to compare with: more rounds cannot help
+
+
+def test_the_worker_protocol_round_trips_through_json_and_fills_result_fields() -> None:
+    import json
+
+    from devicebench.trials.protocol import (
+        BlockReply,
+        MeasureRequest,
+        SetupReply,
+        SetupRequest,
+    )
+
+    spec = TrialSpec("seed-rnn", backend="jax")
+    req = SetupRequest(spec, weights_in="/tmp/w.npz", equivalence_seconds=2.0,
+                       screen_step_seconds=0.1, screen_min_steps=3)
+    wire = json.loads(json.dumps(req.to_message()))
+    assert wire["cmd"] == "setup" and SetupRequest.from_message(wire) == req
+    assert MeasureRequest.from_message(MeasureRequest(False).to_message()) == MeasureRequest(False)
+    # A reply with unknown keys (a newer worker) and missing ones (a fake) still reads.
+    reply = SetupReply.from_message({"ok": True, "batch_size": 32, "new_key": 1})
+    assert reply.batch_size == 32 and reply.epoch_estimate_seconds is None
+    # Every set-up figure lands on a TrialResult field of the same name and default.
+    assert TrialResult(spec, **SetupReply().result_fields()) == TrialResult(spec)
+    block = BlockReply.from_message(BlockReply([0.25], 10, 0.5, 1.0, 2).to_message())
+    assert block.block_seconds == [0.25] and block.warmup_blocks == 2
+
+
+def test_results_are_frozen_carry_their_group_and_never_pair_across_groups() -> None:
+    import dataclasses
+
+    from devicebench.measure.stats import UnpairedGroups
+    from devicebench.trials.summary import compare
+
+    spec, other = TrialSpec("seed-rnn"), TrialSpec("seed-rnn", backend="jax")
+    kw = dict(steps_per_block=10, block_seconds=[0.1, 0.11, 0.09, 0.1],
+              block_rounds=[0, 1, 2, 3])
+    a = TrialResult(spec, loss_verdict="reference", group_id="g1", run_id=1, **kw)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.status = "error"  # type: ignore[misc]
+    assert a.step_time is a.step_time  # the bootstrap runs once per record
+    b = TrialResult(other, loss_verdict="reference", group_id="g2", run_id=2, **kw)
+    with pytest.raises(UnpairedGroups):
+        paired_ratio(a.round_step_times, b.round_step_times)
+    same_group = dataclasses.replace(b, group_id="g1", loss_verdict="same")
+    assert paired_ratio(a.round_step_times, same_group.round_step_times).value == 1.0
+    # Two groups of one workload: each keeps its own reference; no row pairs across.
+    rows = compare([a, b])
+    assert [r.is_reference for r in rows] == [True, True]
+    assert all(r.speedup is None for r in rows)

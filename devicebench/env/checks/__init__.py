@@ -23,6 +23,7 @@ from devicebench.env.checks.apple import (
     check_tensorflow_macos,
     check_xla_off_apple,
 )
+from devicebench.env.checks.framework_failures import check_probe_failures
 from devicebench.env.checks.frameworks import (
     check_keras3_old_tf,
     check_keras_backend,
@@ -31,7 +32,6 @@ from devicebench.env.checks.frameworks import (
     check_no_frameworks,
     check_onednn,
     check_other_backends,
-    check_probe_failures,
 )
 from devicebench.env.checks.gpu import (
     check_cuda_driver,

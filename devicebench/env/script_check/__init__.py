@@ -8,8 +8,8 @@ to functions defined in the same file, but know nothing about runtime values or 
 Layout: :mod:`.ast_tools` (small pure ``ast`` helpers), :mod:`.context` (what a rule
 sees: aliases, models, compiled functions, snapshot; the rule registry), :mod:`.source`
 (reading scripts and notebooks), and one module per family of rules
-(:mod:`.keras_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`, :mod:`.jax_rules`,
-:mod:`.torch_rules`), each rule one function with its message beside it.
+(:mod:`.keras_rules`, :mod:`.keras_usage_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`,
+:mod:`.jax_rules`, :mod:`.torch_rules`), each rule one function with its message beside it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from devicebench.env.finding import Finding
 from devicebench.env.script_check import (
     jax_rules,
     keras_rules,
+    keras_usage_rules,
     tf_rules,
     timing_rules,
     torch_rules,
@@ -35,7 +36,8 @@ from devicebench.errors import InputError
 
 __all__ = ["RULES", "ScriptReport", "check_script", "check_source", "inspect_script"]
 # importing the rule modules registers their rules
-_RULE_MODULES = (keras_rules, timing_rules, tf_rules, jax_rules, torch_rules)
+_RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, tf_rules, jax_rules,
+                 torch_rules)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,226 @@
+"""Why a framework that imported fine does not see the GPU in the hardware: the
+candidate causes on NVIDIA and on Apple machines, each with its fix."""
+
+from __future__ import annotations
+
+import re
+
+from devicebench.env.checks._util import (
+    KB,
+    as_version,
+    at_least,
+    build_cuda_version,
+    fmt_mm,
+    macos_version,
+    major_minor,
+    matches,
+    metal_release,
+    tf_version,
+)
+from devicebench.env.checks.apple import metal_choice, metal_install_fix
+from devicebench.env.checks.cuda import Cause, cuda_gap, tf_cuda_fix, tf_library_causes
+from devicebench.env.snapshot import EnvSnapshot, FrameworkProbe
+
+
+def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[Cause]:
+    """Why framework ``name`` lists no NVIDIA GPU: (cause, fix, related ids), likeliest first."""
+    env = snap.env_vars
+    causes: list[Cause] = []
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and cvd.strip() in ("", "-1"):
+        causes.append(
+            (f"CUDA_VISIBLE_DEVICES='{cvd}' hides every GPU", "unset CUDA_VISIBLE_DEVICES", ())
+        )
+    if name == "jax" and env.get("JAX_PLATFORMS", "").strip().lower() == "cpu":
+        causes.append(("JAX_PLATFORMS=cpu restricts JAX to the CPU", "unset JAX_PLATFORMS", ()))
+    tf_v = probe.version or tf_version(snap, kb)
+    win_max = kb["tensorflow"]["windows_native_gpu_max"]
+    if (
+        name == "tensorflow"
+        and snap.host.os == "Windows"
+        and as_version(tf_v) is not None
+        and not at_least(win_max, fmt_mm(major_minor(tf_v)))
+    ):
+        causes.append(
+            (
+                f"TensorFlow {tf_v} has no GPU support on native Windows (last: {win_max})",
+                "run TensorFlow in WSL2: pip install 'tensorflow[and-cuda]' inside WSL2",
+                (),
+            )
+        )
+    build = build_cuda_version(probe, snap)
+    kind, min_drv = cuda_gap(snap, kb, build)
+    if kind in ("major", "driver"):
+        causes.append(
+            (
+                f"its CUDA {build} build needs a newer NVIDIA driver",
+                f"install an NVIDIA driver >= {min_drv or 'one supporting CUDA ' + build} "
+                "(see cuda.driver-too-old)",
+                ("cuda.driver-too-old",),
+            )
+        )
+    if name == "tensorflow":
+        cpu_dist = snap.has("tensorflow-cpu")
+        if probe.build.get("is_cuda_build") is False or cpu_dist:
+            what = "tensorflow-cpu is installed" if cpu_dist else "is_cuda_build=False"
+            causes.append(
+                (
+                    f"a CPU-only TensorFlow build ({what})",
+                    "pip uninstall -y tensorflow-cpu tensorflow && "
+                    + (
+                        f"pip install 'tensorflow[and-cuda]=={tf_v}'"
+                        if matches(tf_v, kb["tensorflow"]["and_cuda"])
+                        else f"pip install 'tensorflow=={tf_v}' && " + tf_cuda_fix(tf_v, kb)
+                    ),
+                    (),
+                )
+            )
+        library_causes = tf_library_causes(probe, snap, kb)
+        causes += library_causes
+        if not library_causes:
+            causes.append(
+                (
+                    "CUDA/cuDNN libraries not found or not loadable (TF logs 'Cannot dlopen some "
+                    "GPU libraries' at import)",
+                    tf_cuda_fix(tf_v, kb),
+                    (),
+                )
+            )
+    elif name == "torch":
+        if not build or "+cpu" in probe.version:
+            causes.append(
+                (
+                    f"a CPU-only PyTorch build (torch {probe.version}, no CUDA version)",
+                    "pip install --force-reinstall torch  # PyPI's Linux x86_64 wheel is a CUDA "
+                    "build; other CUDA versions: https://pytorch.org/get-started/locally/",
+                    (),
+                )
+            )
+        causes.append(
+            (
+                "torch.cuda.is_available() is False",
+                "python -c 'import torch; torch.cuda.init()'  # prints the reason",
+                (),
+            )
+        )
+    elif name == "jax":
+        plugins = [d for d in snap.distributions if re.fullmatch(r"jax-cuda\d+-plugin", d)]
+        jaxlib = snap.version_of("jaxlib")
+        for plugin in plugins:
+            pv = snap.version_of(plugin)
+            if jaxlib and as_version(pv) != as_version(jaxlib):
+                causes.append(
+                    (
+                        f"{plugin} {pv} does not match jaxlib {jaxlib}: JAX skips a plugin "
+                        "of another version and runs on the CPU",
+                        f"pip install -U 'jax[{plugin.split('-')[1]}]'  # jax, jaxlib and "
+                        "the plugin at one version",
+                        (),
+                    )
+                )
+        if not plugins:
+            cuda = "cuda13" if major_minor(snap.nvidia_smi.cuda_version)[:1] >= (13,) else "cuda12"
+            causes.append(
+                (
+                    "a CPU-only jaxlib (no jax-cuda12-plugin / jax-cuda13-plugin)",
+                    f"pip install -U 'jax[{cuda}]'",
+                    (),
+                )
+            )
+        causes.append(
+            ("JAX found no CUDA backend", "python -c 'import jax; jax.devices(\"gpu\")'", ())
+        )
+    return causes
+
+
+def apple_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[Cause]:
+    """Why framework ``name`` lists no Apple GPU: (cause, fix, related ids)."""
+    causes: list[Cause] = []
+    if snap.host.rosetta:
+        causes.append(
+            ("Python runs as x86_64 under Rosetta 2", "install an arm64 Python", ("env.rosetta",))
+        )
+    if name == "tensorflow":
+        tf_v = probe.version or tf_version(snap, kb)
+        py = snap.host.python_version
+        if not snap.has("tensorflow-metal"):
+            choice = metal_choice(kb, python=py, macos=snap.host.macos_version, tensorflow=tf_v)
+            if choice.release is not None:
+                causes.append(
+                    (
+                        "the tensorflow-metal plugin is not installed",
+                        f"pip install tensorflow-metal=={choice.release['version']}",
+                        (),
+                    )
+                )
+            elif choice.blocker == "python":
+                causes.append(
+                    (
+                        f"the tensorflow-metal plugin is not installed, and {choice.reason}",
+                        metal_install_fix(snap, kb),
+                        (),
+                    )
+                )
+            else:
+                causes.append(
+                    (
+                        f"the tensorflow-metal plugin is not installed ({choice.reason})",
+                        metal_install_fix(snap, kb),
+                        (),
+                    )
+                )
+        else:
+            metal_v = snap.version_of("tensorflow-metal")
+            causes.append(
+                (
+                    f"tensorflow-metal {metal_v} did not register a GPU: a version mismatch "
+                    f"(known pairs: {_pairs(kb)})",
+                    metal_install_fix(snap, kb),
+                    ("metal.tf-too-new", "metal.version-mismatch", "metal.python-unsupported",
+                     "metal.macos-too-old"),
+                )
+            )
+    elif name == "torch":
+        mps = kb["torch_mps"]["macos"]
+        mac = macos_version(snap)
+        if mac is not None and not matches(str(mac), mps):
+            causes.append(
+                (
+                    f"MPS needs macOS {mps.lstrip('>=')}+ "
+                    f"(this is macOS {snap.host.macos_version})",
+                    f"upgrade macOS to {mps.lstrip('>=')} or newer (System Settings > General > "
+                    "Software Update)",
+                    (),
+                )
+            )
+        causes.append(
+            ("this torch build has no MPS support", "pip install --force-reinstall torch", ())
+        )
+    elif name == "jax":
+        if snap.has("jax-metal"):
+            causes.append(
+                (
+                    f"jax-metal {snap.version_of('jax-metal')} did not load with jax "
+                    f"{probe.version} (it pins specific jax versions)",
+                    "pip install -U jax-metal",
+                    (),
+                )
+            )
+        else:
+            causes.append(
+                (
+                    "JAX uses the CPU on Macs unless jax-metal (experimental) is installed; the "
+                    "CPU is often the faster choice for small models",
+                    f"pip install jax-metal  # experimental; see {kb['jax_metal']['source']}",
+                    (),
+                )
+            )
+    return causes
+
+
+def _pairs(kb: KB) -> str:
+    rel = metal_release(kb, kb["metal"]["recommended"]) or {}
+    return (
+        f"tensorflow-metal {kb['metal']['recommended']} with TF {rel.get('tensorflow')} on "
+        f"Python {rel.get('python')}, macOS {rel.get('macos')}"
+    )
