@@ -56,7 +56,7 @@ def test_a_workload_without_validation_keeps_its_epoch_a_training_pass():
     (row,) = compare(run_workload_group([TrialSpec(f"{W}:tiny")], FAST))
     r = row.result
     assert r.status == "ok", r.error
-    assert r.validation_seconds == [] and r.validation_first_seconds is None
+    assert r.validation_seconds == () and r.validation_first_seconds is None
     assert row.fit.validation_s is None and row.fit.fit_s is None  # epochs not stated
     assert r.epoch_seconds == pytest.approx(r.step_time.median * r.steps_per_epoch)
     # a whole fit of the epochs the caller plans (advise --epochs)
