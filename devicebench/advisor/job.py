@@ -81,12 +81,13 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     return advice
 
 
-# The dispatch probe: the cheapest ops at the smallest sizes, one call per op
-# ("compiled") and chained inside one compiled call ("in-graph"): the two per-op costs
-# the accelerator and dispatch reasons use, in seconds rather than `ops`' minutes.
+# The dispatch probe: multiply and matmul at small sizes, one call per op ("compiled")
+# and 64 chained inside one compiled call ("in-graph"): the per-call and per-op costs the
+# accelerator and dispatch reasons use, in seconds rather than `ops`' minutes (jax's
+# per-op cost is its matmul's: XLA fuses a chain of multiplies into one kernel).
 DISPATCH_PROBE_SETTINGS: dict[str, Any] = {
-    "ops": ("multiply", "reduce_sum"), "modes": ("compiled", "in-graph"), "sizes": (2, 16),
-    "threads": None, "chain": 16, "block_seconds": 0.005, "blocks": 5,
+    "ops": ("multiply", "matmul"), "modes": ("compiled", "in-graph"), "sizes": (2, 8),
+    "threads": None, "chain": 64, "block_seconds": 0.02, "blocks": 7,
     "max_call_seconds": 0.25, "torch_compile": False}
 
 

@@ -547,3 +547,19 @@ def test_torchs_tf32_switch_is_a_math_changing_candidate_on_ampere_and_newer():
     code = snippet(tf32, torch_gpu)
     assert "torch.backends.cuda.matmul.allow_tf32 = True" in code
     assert "set_global_policy" not in code
+
+
+def test_jaxs_per_op_cost_is_its_matmuls_because_xla_fuses_element_wise_chains():
+    from devicebench.advisor.figures import cheapest_dispatch
+
+    # (backend, mode, op, size, median seconds, usable): jax's 64 chained multiplies are
+    # one fused kernel (4 ns each); its matmuls stay one kernel each.
+    points = [("jax", "in-graph", "multiply", 2, 4e-9, True),
+              ("jax", "in-graph", "matmul", 2, 1.2e-7, True),
+              ("torch", "in-graph", "multiply", 8, 1.3e-6, True),
+              ("torch", "in-graph", "matmul", 8, 8.9e-6, True),
+              ("jax", "compiled", "multiply", 2, 8e-6, True)]
+    per_op, per_call = cheapest_dispatch(points)
+    assert per_op["jax"] == (1.2e-7, "matmul at 2×2")
+    assert per_op["torch"] == (1.3e-6, "multiply at 8×8")  # no fusion: the cheapest op
+    assert per_call["jax"] == (8e-6, "multiply at 2×2")
