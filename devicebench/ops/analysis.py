@@ -25,6 +25,9 @@ __all__ = ["NOISY_IQR", "OpAnalysis", "OpsAnalysis", "PathStat", "Peak", "PointS
            "analyse", "measured_peaks"]
 
 PEAK_MODES = ("eager", "compiled")
+# A smaller matmul times its dispatch, not the device's arithmetic: no peak from it
+# (the main job's dispatch probe times 2x2 and 8x8 matmuls only).
+PEAK_MIN_SIZE = 256
 MIN_FIT_POINTS = 3  # two points always fit a line exactly: no check left
 
 
@@ -72,11 +75,13 @@ def _path_points(worker: OpsWorkerResult, op: str, mode: str) -> PathStat:
 
 
 def measured_peaks(workers: list[OpsWorkerResult]) -> dict[str, Peak]:
-    """Per device, the fastest matmul (eager or compiled, any backend) in FLOP/s."""
+    """Per device, the fastest matmul (eager or compiled, any backend, at least
+    PEAK_MIN_SIZE square) in FLOP/s."""
     peaks: dict[str, Peak] = {}
     for w in workers:
         for p in w.points:
-            if p.op != "matmul" or p.mode not in PEAK_MODES or p.status != "ok":
+            if (p.op != "matmul" or p.mode not in PEAK_MODES or p.status != "ok"
+                    or p.size < PEAK_MIN_SIZE):
                 continue
             s = p.summary()
             if s is None or s.median <= 0:
