@@ -4,13 +4,15 @@ Public API (no deep-learning framework is imported by importing this package):
 
 - :func:`advise` — measure candidate configurations of a workload or Keras model and
   return the fastest safe one, with the reasons and the code to apply it.
+- :func:`run` — measure the configurations you name, interleaved, with loss
+  equivalence; returns a :class:`devicebench.api.RunOutcome`.
 """
 
 from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "advise"]
+__all__ = ["__version__", "advise", "run"]
 
 
 def advise(workload_or_model: Any, data: Any = None, **kwargs: Any):
@@ -18,3 +20,10 @@ def advise(workload_or_model: Any, data: Any = None, **kwargs: Any):
     from devicebench.api import advise as _advise
 
     return _advise(workload_or_model, data, **kwargs)
+
+
+def run(workloads: Any = ("seed-rnn",), **kwargs: Any):
+    """See :func:`devicebench.api.run`."""
+    from devicebench.api import run as _run
+
+    return _run(workloads, **kwargs)

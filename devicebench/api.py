@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from devicebench.errors import InputError
+from devicebench.trials.engine import RunOptions
+from devicebench.trials.result import TrialResult
+from devicebench.trials.spec import TrialSpec
+from devicebench.trials.summary import ComparisonRow
 
 
 def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> str:
@@ -134,3 +140,138 @@ def advise(
         finally:
             if bar:
                 bar.stop()
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What :func:`run` measured and stored.
+
+    Attributes:
+        run_id: the store's run.
+        rows: one per trial: the trials measured now, compared within their workload's
+            interleaved group, then any reused by ``resume`` (shown as stored, never
+            paired with the new ones).
+        notes: skipped backends or precisions, reused results.
+    """
+
+    run_id: int
+    rows: list[ComparisonRow]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[TrialResult]:
+        """The trials that did not end ``ok`` (their results stand, with the reason)."""
+        return [r.result for r in self.rows if r.result.status != "ok"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": 1, "run_id": self.run_id, "notes": self.notes,
+                "results": [r.to_dict() for r in self.rows]}
+
+
+class RunProgress(Protocol):
+    def event(self, kind: str, spec: TrialSpec, info: dict[str, Any]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def run(
+    workloads: list[str] | tuple[str, ...] = ("seed-rnn",),
+    *,
+    backends: list[str] | None = None,
+    devices: list[str] | None = None,
+    precisions: list[str] | None = None,
+    jits: list[str] | None = None,
+    batch_sizes: list[int | None] | None = None,
+    pipelines: list[str] | None = None,
+    threads: list[int | None] | None = None,
+    steps_per_execution: int = 1,
+    seed: int | None = None,
+    rounds: int | None = None,
+    budget: float = 60.0,
+    equivalence_steps: int = 50,
+    timeout: float = 600.0,
+    memory_limit_mib: int | None = None,
+    resume: bool = False,
+    db: str | Path | None = None,
+    progress: Callable[[int, RunOptions], RunProgress] | None = None,
+    argv: list[str] | None = None,
+) -> RunOutcome:
+    """Measure training speed per configuration (the cross product of the choices this
+    machine can run), interleaved per workload, with loss equivalence; store each trial.
+    What ``devicebench run`` does.
+
+    Args:
+        workloads: built-in names or ``"path/file.py:function"``.
+        backends, devices, precisions, jits, batch_sizes, pipelines, threads: the
+            choices (None: every installed backend, every device but mps, float32, auto,
+            the workload's batch, arrays, all cores).
+        rounds: a fixed number of interleaved rounds (None: until every CI is within
+            ±3%, ``budget`` seconds or 30 rounds).
+        resume: skip trials already measured on this machine with the same spec; their
+            stored results come back as stored.
+        progress: ``progress(n_trials, options)`` for each workload group: an object with
+            ``event(kind, spec, info)`` and ``stop()``.
+
+    Raises:
+        devicebench.errors.DevicebenchError: bad input (one clear message): an unknown
+            workload, backend or device, a user workload that does not load or fit.
+    """
+    from devicebench.advisor.equivalence import loss_check
+    from devicebench.env.probe import probe_host_layer
+    from devicebench.store import recorded_run
+    from devicebench.trials.engine import run_workload_group
+    from devicebench.trials.epochs import fit_estimate
+    from devicebench.trials.plan import plan_trials
+    from devicebench.trials.summary import compare
+    from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
+
+    names = list(workloads or ["seed-rnn"])
+    for name in names:
+        validate_workload_ref(name)
+    snapshot = probe_host_layer()
+    plan = plan_trials(
+        snapshot, names, backends=backends, devices=devices, precisions=precisions,
+        jits=jits, batch_sizes=batch_sizes, pipelines=pipelines, threads=threads,
+        steps_per_execution=steps_per_execution, seed=seed)
+    for name in names:  # once per user workload, before any trial: type, NaN/Inf, dtype
+        first = [s.backend for s in plan.specs if s.workload == name]
+        if first:
+            check_workload_runs(name, first[0], fit=False)
+    options = RunOptions(
+        min_rounds=rounds or 5, max_rounds=rounds or 30, budget_seconds=budget,
+        equivalence_steps=equivalence_steps, setup_timeout=timeout, block_timeout=timeout,
+        memory_limit_bytes=memory_limit_mib * 2**20 if memory_limit_mib else None)
+    results: list[TrialResult] = []
+    stored: list[TrialResult] = []  # reused by resume: never paired with new ones
+    notes = list(plan.notes)
+    with recorded_run(Path(db) if db else None, snapshot, "run",
+                      {"argv": argv if argv is not None else []}) as rec:
+        store, machine, run_id = rec.store, rec.machine_id, rec.run_id
+        done_keys = store.completed_specs(machine) if resume else set()
+        for name in names:
+            group = [s for s in plan.specs if s.workload == name]
+            todo = [s for s in group if s.key not in done_keys]
+            for s in group:
+                prev = store.latest_result(machine, s.key) if s.key in done_keys else None
+                if prev is not None:
+                    stored.append(replace(prev, loss_verdict="stored", loss_detail=(
+                        "measured in an earlier run (--resume): not compared with this "
+                        "run's trials")))
+                    notes.append(f"{name} {s.label}: stored result reused (--resume); it "
+                                 "was measured in an earlier run, so it has no speed-up "
+                                 "against this run's trials")
+            if not todo:
+                continue
+            bar = progress(len(todo), options) if progress else None
+            try:
+                results += run_workload_group(
+                    todo, options, on_event=bar.event if bar else None,
+                    on_result=lambda r: store.add_trial(run_id, r), run_id=run_id,
+                    loss_check=loss_check)
+            finally:
+                if bar:
+                    bar.stop()
+    # Only trials measured together in this run are compared (their rounds interleaved);
+    # stored ones are shown as they were stored, apart.
+    rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
+    return RunOutcome(run_id, rows, notes)

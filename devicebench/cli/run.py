@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -91,81 +90,29 @@ def run(
                                 "(same spec, same machine) and show their stored results."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
-    from devicebench.advisor.equivalence import loss_check
-    from devicebench.env.probe import probe_host_layer
-    from devicebench.store import recorded_run
-    from devicebench.trials.engine import RunOptions, run_workload_group
-    from devicebench.trials.epochs import fit_estimate
-    from devicebench.trials.plan import plan_trials
-    from devicebench.trials.summary import ComparisonRow, compare
-    from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
+    from devicebench.api import run as run_trials
 
-    names = list(workloads or ["seed-rnn"])
-    for name in names:
-        validate_workload_ref(name)
-    snapshot = probe_host_layer()
-    plan = plan_trials(
-        snapshot, names, backends=_split(backend), devices=_split(device),
+    outcome = run_trials(
+        list(workloads or ["seed-rnn"]), backends=_split(backend), devices=_split(device),
         precisions=_split(precision), jits=_split(jit),
         batch_sizes=_ints(batch_size, "batch-size"), pipelines=_split(pipeline),
-        threads=_ints(threads, "threads"), steps_per_execution=steps_per_execution, seed=seed,
-    )
-    for name in names:  # once per user workload, before any trial: type, NaN/Inf, dtype
-        backends = [s.backend for s in plan.specs if s.workload == name]
-        if backends:
-            check_workload_runs(name, backends[0], fit=False)
-    options = RunOptions(
-        min_rounds=rounds or 5, max_rounds=rounds or 30, budget_seconds=budget,
-        equivalence_steps=equivalence_steps, setup_timeout=timeout, block_timeout=timeout,
-        memory_limit_bytes=memory_limit * 2**20 if memory_limit else None,
-    )
-    results = []
-    stored = []  # reused by --resume: measured in earlier runs, never paired with new ones
-    notes = list(plan.notes)
-    with recorded_run(db, snapshot, "run", {"argv": sys.argv[1:]}) as rec:
-        store, machine, run_id = rec.store, rec.machine_id, rec.run_id
-        done_keys = store.completed_specs(machine) if resume else set()
-        for name in names:
-            group = [s for s in plan.specs if s.workload == name]
-            todo = [s for s in group if s.key not in done_keys]
-            for s in group:
-                if s.key in done_keys:
-                    prev = store.latest_result(machine, s.key)
-                    if prev is not None:
-                        stored.append(dataclasses.replace(
-                            prev, loss_verdict="stored", loss_detail="measured in an "
-                            "earlier run (--resume): not compared with this run's trials"))
-                        notes.append(f"{name} {s.label}: stored result reused (--resume); "
-                                     "it was measured in an earlier run, so it has no "
-                                     "speed-up against this run's trials")
-            if not todo:
-                continue
-            progress = None if json_out else _Progress(len(todo), options)
-            try:
-                results += run_workload_group(
-                    todo, options, on_event=progress.event if progress else None,
-                    on_result=lambda r: store.add_trial(run_id, r), run_id=run_id,
-                    loss_check=loss_check)
-            finally:
-                if progress:
-                    progress.stop()
-    # Only trials measured together in this run are compared (their rounds interleaved);
-    # stored ones are shown as they were stored, apart.
-    rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
-    results += stored
+        threads=_ints(threads, "threads"), steps_per_execution=steps_per_execution,
+        seed=seed, rounds=rounds, budget=budget, equivalence_steps=equivalence_steps,
+        timeout=timeout, memory_limit_mib=memory_limit, resume=resume, db=db,
+        progress=None if json_out else _Progress, argv=sys.argv[1:])
     if json_out:
-        print(json.dumps({"schema_version": 1, "run_id": run_id, "notes": notes,
-                          "results": [r.to_dict() for r in rows]}, indent=2, default=str))
+        print(json.dumps(outcome.to_dict(), indent=2, default=str))
     else:
         from devicebench.report.run import render_comparison
 
-        render_comparison(rows, notes=notes)
+        render_comparison(outcome.rows, notes=outcome.notes)
     # Exit status: 0 every trial ok, 1 any trial not ok (said on stderr with the count;
     # the others' results stand), 2 bad input before any trial, 130 interrupted.
-    failed = [r.status for r in results if r.status != "ok"]
+    failed = [r.status for r in outcome.failed]
     if failed:
         counts = ", ".join(f"{s} {failed.count(s)}" for s in dict.fromkeys(failed))
-        print(f"devicebench: {len(failed)} of {len(results)} trials did not end ok ({counts});"
+        print(f"devicebench: {len(failed)} of {len(outcome.rows)} trials did not end ok "
+              f"({counts});"
               " the table above says why, and every result is stored", file=sys.stderr)
         raise typer.Exit(1)
 

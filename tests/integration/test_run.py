@@ -272,3 +272,20 @@ def test_torch_tf32_on_the_gpu_is_loss_checked_and_counts_gpu_kernels(tmp_path):
     rows = {r["spec"]["precision"]: r for r in json.loads(res.stdout)["results"]}
     assert rows["tf32"]["status"] == "ok" and rows["tf32"]["loss_verdict"] == "same"
     assert "GPU kernels" in rows["float32"]["placement"]["kernel_source"]
+
+
+@requires_jax
+def test_the_python_api_runs_what_the_cli_runs(tmp_path):
+    """devicebench.run: the library call behind `devicebench run`, typed results."""
+    import devicebench
+    from devicebench.errors import DevicebenchError
+
+    out = devicebench.run([f"{W}:tiny"], backends=["jax"], rounds=3, budget=5,
+                          equivalence_steps=10, db=tmp_path / "r.db")
+    (row,) = out.rows
+    assert row.result.status == "ok" and row.is_reference and out.failed == []
+    assert len(row.result.block_seconds) == 3 and row.result.run_id == out.run_id
+    with ResultStore.open(tmp_path / "r.db") as store:
+        assert [t.spec for t in store.trials_for_run(out.run_id)] == [row.result.spec]
+    with pytest.raises(DevicebenchError, match="no device 'gpu:7'"):
+        devicebench.run([f"{W}:tiny"], devices=["gpu:7"], db=tmp_path / "r.db")

@@ -1,0 +1,65 @@
+"""Golden output of report/: what `run` and `advise` print, rendered from recorded data
+(the H200 run in tests/fixtures/bundles/h200.json, and advise replayed on the shipped
+H200 profile) and compared line by line with tests/fixtures/golden/. A change to the
+wording or the figures shows up here as a diff; when it is intended, regenerate with
+``DEVICEBENCH_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_report_golden.py`` and
+read the diff before committing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+from devicebench.advisor.advice import default_baseline
+from devicebench.fmt import fmt_duration
+from devicebench.profiles import load_profile
+from devicebench.profiles.replay import replay_advise
+from devicebench.report.advise import render_advice
+from devicebench.report.run import render_comparison
+from devicebench.store import ResultStore
+from devicebench.store.bundle import import_bundle, read_bundle
+from devicebench.store.runs import load_run
+from devicebench.trials.summary import compare
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+GOLDEN = FIXTURES / "golden"
+
+
+def _rendered(draw) -> str:
+    con = Console(record=True, width=150, color_system=None, force_terminal=False)
+    draw(con)
+    return "\n".join(line.rstrip() for line in con.export_text().splitlines()) + "\n"
+
+
+def _check(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("DEVICEBENCH_UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    want = path.read_text(encoding="utf-8")
+    assert text.splitlines() == want.splitlines()
+
+
+def test_the_run_table_of_the_recorded_h200_run(tmp_path):
+    with ResultStore.open(tmp_path / "r.db") as store:
+        added = import_bundle(store, read_bundle(FIXTURES / "bundles" / "h200.json"),
+                              "h200.json").added
+        run = next(r for r in (load_run(store, i) for i in added) if r.command == "run")
+    text = _rendered(lambda con: render_comparison(compare(run.trials), console=con))
+    _check("h200-run.txt", text)
+    # Every recorded step time is in it, as the recorded run printed it.
+    recorded = json.loads((FIXTURES / "recorded" / "h200" / "run.json").read_text())
+    for row in recorded["results"]:
+        assert fmt_duration(row["step_time_s"]["median"]) in text, row["label"]
+
+
+def test_advise_on_the_h200_profile(tmp_path):
+    profile = load_profile("h200")
+    for workload in ("seed-rnn", "mnist-cnn"):
+        base = default_baseline(profile.env_snapshot(), workload)[0]
+        advice, _ = replay_advise(profile, workload, budget_s=40, baseline=base)
+        text = _rendered(lambda con, a=advice: render_advice(a, console=con))
+        _check(f"h200-advise-{workload}.txt", text)
+        assert "Verdict:" in text and "Why (from the measurements):" in text
