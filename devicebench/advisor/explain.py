@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from devicebench.advisor.figures import DeviceFigures
+from devicebench.advisor.figures import FUSING_BACKENDS, DeviceFigures
 from devicebench.fmt import fmt_time
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -165,8 +165,10 @@ def dispatch_cost(ev: Evidence) -> list[Reason]:
         verdict = "dispatch is a part of the step, not all of it"
     return [Reason("dispatch-cost", (
         f"dispatch: {n.text}; at {fmt_time(per_op)} per op inside a graph on "
-        f"{b.spec.backend}/{f.device} ({f.source}, in-graph mode: the cheapest op measured, "
-        f"{f.per_op_labels.get(b.spec.backend, '?')}) that is "
+        f"{b.spec.backend}/{f.device} ({f.source}, in-graph mode: "
+        + ("a matmul chain, each its own kernel (XLA fuses element-wise chains)"
+           if b.spec.backend in FUSING_BACKENDS else "the cheapest op measured")
+        + f", {f.per_op_labels.get(b.spec.backend, '?')}) that is "
         f"{n.approx}{fmt_time(cost)} of the {fmt_time(step)} step ({share:.0%}): {verdict}"))]
 
 
