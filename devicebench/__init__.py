@@ -6,13 +6,18 @@ Public API (no deep-learning framework is imported by importing this package):
   return the fastest safe one, with the reasons and the code to apply it.
 - :func:`run` — measure the configurations you name, interleaved, with loss
   equivalence; returns a :class:`devicebench.api.RunOutcome`.
+- :func:`devicebench.api.ops` — the op micro-benchmark; returns a
+  :class:`devicebench.api.OpsOutcome` (not re-exported here: ``devicebench.ops`` is the
+  op-sweep package).
+- :func:`doctor` — probe and check this machine (and a script); returns a
+  :class:`devicebench.api.DoctorResult`.
 """
 
 from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "advise", "run"]
+__all__ = ["__version__", "advise", "doctor", "run"]
 
 
 def advise(workload_or_model: Any, data: Any = None, **kwargs: Any):
@@ -27,3 +32,10 @@ def run(workloads: Any = ("seed-rnn",), **kwargs: Any):
     from devicebench.api import run as _run
 
     return _run(workloads, **kwargs)
+
+
+def doctor(script: Any = None, **kwargs: Any):
+    """See :func:`devicebench.api.doctor`."""
+    from devicebench.api import doctor as _doctor
+
+    return _doctor(script, **kwargs)

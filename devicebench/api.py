@@ -275,3 +275,112 @@ def run(
     # stored ones are shown as they were stored, apart.
     rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
     return RunOutcome(run_id, rows, notes)
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    """What :func:`doctor` found: the machine's snapshot, the findings (most severe
+    first as the checks order them) and, given a script, what reading it found."""
+
+    snapshot: Any  # devicebench.env.snapshot.EnvSnapshot
+    findings: list[Any]  # devicebench.env.finding.Finding
+    script: Any = None  # devicebench.env.script_check.ScriptReport | None
+
+    @property
+    def errors(self) -> list[Any]:
+        return [f for f in self.findings if f.severity == "error"]
+
+
+def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = None,
+           timeout: float = 60.0, snapshot: str | Path | None = None,
+           concurrent: bool = True,
+           on_framework: Callable[[str], None] | None = None) -> DoctorResult:
+    """Probe this machine (each framework imported in its own subprocess), check it
+    against the known problems and, given ``script``, read it (never run it) for
+    pitfalls. What ``devicebench doctor`` does.
+
+    Args:
+        frameworks: which to import (None: every installed one; ``[]``: none).
+        snapshot: a saved snapshot (``doctor --save``) to check instead of probing.
+
+    Raises:
+        devicebench.errors.DevicebenchError: a script that cannot be read or parsed, a
+            snapshot file that is not one.
+    """
+    from devicebench.env.checks import run_checks
+    from devicebench.env.script_check import inspect_script
+
+    if script is not None:
+        inspect_script(script, None)  # a bad script is bad input before the probe
+    if snapshot is not None:
+        from devicebench.env.snapshot import load_snapshot
+
+        snap = load_snapshot(Path(snapshot))
+    else:
+        from devicebench.env.probe import probe_environment
+
+        snap = probe_environment(frameworks, timeout=timeout, on_framework=on_framework,
+                                 concurrent=concurrent)
+    findings = run_checks(snap)
+    read = inspect_script(script, snap) if script is not None else None
+    if read is not None:
+        findings = findings + read.findings
+    return DoctorResult(snap, findings, read)
+
+
+@dataclass(frozen=True)
+class OpsOutcome:
+    """What :func:`ops` measured and stored: the run, each worker's raw result and the
+    analysis (fits, peaks, speed-ups, crossovers, verdicts)."""
+
+    run_id: int
+    settings: dict[str, Any]
+    results: list[Any]  # devicebench.ops.result.OpsWorkerResult
+    analysis: Any  # devicebench.ops.records.OpsAnalysis
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": 1, "run_id": self.run_id,
+                "settings": {k: list(v) if isinstance(v, tuple) else v
+                             for k, v in self.settings.items()},
+                **self.analysis.to_dict()}
+
+
+def ops(*, ops: tuple[str, ...] | None = None, modes: tuple[str, ...] | None = None,
+        backends: list[str] | None = None, devices: list[str] | None = None,
+        sizes: tuple[int, ...] | None = None, threads: int | None = None, chain: int = 16,
+        block_seconds: float = 0.005, blocks: int = 5, max_call_seconds: float = 0.25,
+        torch_compile: bool = False, timeout: float = 600.0, db: str | Path | None = None,
+        on_start: Callable[[Any, int, int], None] | None = None,
+        argv: list[str] | None = None) -> OpsOutcome:
+    """Time single ops across sizes, backends, devices and loop styles (one worker
+    process per backend and device, one after the other) and analyse them. What
+    ``devicebench ops`` does.
+
+    Raises:
+        devicebench.errors.DevicebenchError: an unknown op, mode, backend or device, a
+            bad size list or number.
+    """
+    from devicebench.env.probe import probe_host_layer
+    from devicebench.errors import SpecError
+    from devicebench.ops.analysis import analyse
+    from devicebench.ops.runner import plan_ops, run_ops, worker_notes
+    from devicebench.ops.spec import DEFAULT_SIZES, MODES, OPS
+    from devicebench.store import recorded_run
+    from devicebench.store.ops import add_ops_result
+
+    if timeout <= 0:
+        raise SpecError(f"--timeout must be positive, got {timeout:g}", fix="e.g. --timeout 600")
+    settings = {"ops": tuple(ops or OPS), "modes": tuple(modes or MODES),
+                "sizes": tuple(sizes) if sizes is not None else DEFAULT_SIZES,
+                "threads": threads, "chain": chain, "block_seconds": block_seconds,
+                "blocks": blocks, "max_call_seconds": max_call_seconds,
+                "torch_compile": torch_compile}
+    snapshot = probe_host_layer()
+    plan = plan_ops(snapshot, backends=backends or None, devices=devices or None, **settings)
+    with recorded_run(Path(db) if db else None, snapshot, "ops",
+                      {"argv": argv if argv is not None else [], **settings}) as rec:
+        run_id = rec.run_id
+        results = run_ops(plan, timeout=timeout, on_start=on_start,
+                          on_result=lambda r: add_ops_result(rec.store, run_id, r))
+    analysis = analyse(results, plan.accelerators, plan.notes + worker_notes(results))
+    return OpsOutcome(run_id, settings, results, analysis)

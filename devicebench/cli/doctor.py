@@ -50,31 +50,17 @@ def doctor(
         help="Import frameworks one after another: exact import times, slower doctor.",
     ),
 ) -> None:
-    from devicebench.env.checks import run_checks
-    from devicebench.env.script_check import inspect_script
-    from devicebench.env.snapshot import load_snapshot
+    from devicebench.api import doctor as run_doctor
     from devicebench.report.doctor import doctor_json, render_doctor
 
     if save is not None and save.is_dir():
         fail(f"--save path is a directory: {save} — fix: pass a file name, e.g. {save}/env.json")
-    if script is not None:
-        # Validate the script before spending seconds on the probe.
-        inspect_script(script, None)
-
-    if snapshot is not None:
-        snap = load_snapshot(snapshot)
-    else:
-        from devicebench.env.probe import probe_environment
-
-        selected = _parse_frameworks(frameworks)
-        progress = None if json_out else _progress_printer()
-        snap = probe_environment(selected, timeout=timeout, on_framework=progress,
-                                 concurrent=not sequential)
-
-    findings = run_checks(snap)
-    read = inspect_script(script, snap) if script is not None else None
-    if read is not None:
-        findings = findings + read.findings
+    selected = _parse_frameworks(frameworks) if snapshot is None else None
+    result = run_doctor(script, frameworks=selected, timeout=timeout, snapshot=snapshot,
+                        concurrent=not sequential,
+                        on_framework=None if json_out or snapshot is not None
+                        else _progress_printer())
+    snap, findings, read = result.snapshot, result.findings, result.script
 
     if save is not None:
         try:

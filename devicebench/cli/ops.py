@@ -60,46 +60,28 @@ def ops(
                                    "(default: $DEVICEBENCH_DB, else the user data directory)."),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
-    from devicebench.env.probe import probe_host_layer
-    from devicebench.errors import SpecError
-    from devicebench.ops.analysis import analyse
-    from devicebench.ops.runner import plan_ops, run_ops, worker_notes
-    from devicebench.ops.spec import DEFAULT_SIZES, MODES, OPS, parse_sizes
-    from devicebench.store import recorded_run
-    from devicebench.store.ops import add_ops_result
+    from devicebench.api import ops as run_ops_sweep
+    from devicebench.ops.spec import parse_sizes
 
-    if timeout <= 0:
-        raise SpecError(f"--timeout must be positive, got {timeout:g}", fix="e.g. --timeout 600")
-    settings = {
-        "ops": _split(op) or OPS, "modes": _split(mode) or MODES,
-        "sizes": parse_sizes(sizes) if sizes is not None else DEFAULT_SIZES,
-        "threads": threads, "chain": chain, "block_seconds": block_ms / 1000,
-        "blocks": blocks, "max_call_seconds": max_call, "torch_compile": torch_compile,
-    }
-    snapshot = probe_host_layer()
-    plan = plan_ops(snapshot, backends=list(_split(backend) or ()) or None,
-                    devices=list(_split(device) or ()) or None, **settings)
-    with recorded_run(db, snapshot, "ops", {"argv": sys.argv[1:], **settings}) as rec:
-        run_id = rec.run_id
-        progress = None if json_out else _Progress()
-        try:
-            results = run_ops(plan, timeout=timeout,
-                              on_start=progress.start if progress else None,
-                              on_result=lambda r: add_ops_result(rec.store, run_id, r))
-        finally:
-            if progress:
-                progress.stop()
-    analysis = analyse(results, plan.accelerators, plan.notes + worker_notes(results))
+    size_list = parse_sizes(sizes) if sizes is not None else None  # bad input: before work
+    progress = None if json_out else _Progress()
+    try:
+        out = run_ops_sweep(
+            ops=_split(op), modes=_split(mode), backends=list(_split(backend) or ()),
+            devices=list(_split(device) or ()), sizes=size_list, threads=threads,
+            chain=chain, block_seconds=block_ms / 1000, blocks=blocks,
+            max_call_seconds=max_call, torch_compile=torch_compile, timeout=timeout, db=db,
+            on_start=progress.start if progress else None, argv=sys.argv[1:])
+    finally:
+        if progress:
+            progress.stop()
+    results = out.results
     if json_out:
-        doc = {"schema_version": 1, "run_id": run_id,
-               "settings": {k: list(v) if isinstance(v, tuple) else v
-                            for k, v in settings.items()},
-               **analysis.to_dict()}
-        print(json.dumps(doc, indent=2, default=str))
+        print(json.dumps(out.to_dict(), indent=2, default=str))
     else:
         from devicebench.report.ops import render_ops
 
-        render_ops(analysis)
+        render_ops(out.analysis)
     if all(r.status != "ok" for r in results):
         raise typer.Exit(1)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from devicebench.env.finding import SEVERITIES
 from devicebench.env.probe import probe_environment
 from devicebench.env.snapshot import SCHEMA_VERSION, load_snapshot
 from tests.conftest import assert_one_line_error, requires_jax, requires_tf, run_cli
@@ -196,3 +197,16 @@ def test_script_read_and_finding_count_are_shown():
     assert res.returncode == 1, res.stderr
     assert f"Script   {script} ({n_lines} lines, read with ast, never run): {n} findings" in (
         res.stdout.replace("\n", " ")), res.stdout
+
+
+def test_the_python_api_doctor_checks_a_saved_snapshot_and_a_script(tmp_path):
+    """devicebench.doctor: the library call behind `devicebench doctor`."""
+    import devicebench
+
+    snap = FIXTURES / "snapshots" / "h200_jax_torch_cuda13.json"
+    script = tmp_path / "train.py"
+    script.write_text("import keras\nmodel = keras.Sequential()\nmodel.fit(x, y)\n")
+    result = devicebench.doctor(script, snapshot=snap)
+    assert result.snapshot.nvidia_smi.gpus and result.script is not None
+    assert result.findings and all(f.severity in SEVERITIES for f in result.findings)
+    assert result.errors == [f for f in result.findings if f.severity == "error"]

@@ -202,3 +202,14 @@ def test_advise_uses_the_stored_ops_figures(sweep, tmp_path):
     else:  # TF's per-op cost was lost in the noise: no dispatch claim, and a pointer
         assert "dispatch-cost" not in reasons
         assert any("did not resolve TensorFlow's per-op cost" in n for n in advice["notes"])
+
+
+def test_the_python_api_runs_the_op_sweep(tmp_path):
+    """devicebench.api.ops: the library call behind `devicebench ops` (numpy only)."""
+    from devicebench.api import ops
+
+    out = ops(ops=("multiply",), modes=("eager",), backends=["numpy"],
+                          sizes=(2, 64), db=tmp_path / "r.db")
+    (worker,) = out.results
+    assert worker.status == "ok" and [p.size for p in worker.points] == [2, 64]
+    assert out.to_dict()["run_id"] == out.run_id and out.analysis.ops[0].op == "multiply"

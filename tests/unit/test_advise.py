@@ -322,6 +322,17 @@ def test_public_advise_is_never_shadowed_by_a_subpackage():
     import devicebench.advisor.advice  # noqa: F401  (importing it must not rebind the name)
 
     assert callable(devicebench.advise) and devicebench.advise.__module__ == "devicebench"
+    # Every public call, after every subpackage is imported (a subpackage of the same
+    # name would rebind it: why the op sweep is devicebench.api.ops, not devicebench.ops).
+    import pkgutil
+
+    for m in pkgutil.walk_packages(devicebench.__path__, "devicebench."):
+        if not m.name.startswith(("devicebench.backends.", "devicebench.keras",
+                                  "devicebench.__main__")):
+            __import__(m.name)
+    for name in devicebench.__all__[1:]:
+        fn = getattr(devicebench, name)
+        assert callable(fn) and fn.__module__ == "devicebench", name
 
 
 def test_compute_heavy_workloads_try_precision_and_jit_first():
