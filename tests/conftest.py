@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -50,6 +51,20 @@ def has_module(name: str) -> bool:
 requires_tf = pytest.mark.skipif(not has_module("tensorflow"), reason="tensorflow not installed")
 requires_jax = pytest.mark.skipif(not has_module("jax"), reason="jax not installed")
 requires_torch = pytest.mark.skipif(not has_module("torch"), reason="torch not installed")
+
+
+def has_torch_cuda() -> bool:
+    """An NVIDIA GPU (nvidia-smi) and a CUDA build of torch that sees it (asked in a
+    subprocess: the test process imports no framework)."""
+    if not has_module("torch") or shutil.which("nvidia-smi") is None:
+        return False
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    return probe.stdout.strip() == "True"
+
+
+requires_torch_cuda = pytest.mark.skipif(not has_torch_cuda(),
+                                         reason="needs an NVIDIA GPU and a CUDA build of torch")
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from devicebench.ops.spec import op_flops
 from devicebench.store import ResultStore
 from devicebench.store.ops import load_ops_results
-from tests.conftest import has_module, requires_jax, requires_tf, run_cli
+from tests.conftest import requires_jax, requires_tf, requires_torch_cuda, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = [2, 4, 8, 16, 32, 64, 128, 256]
@@ -148,16 +148,8 @@ def test_the_parent_side_imports_no_framework():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def _has_cuda() -> bool:
-    if not has_module("torch") or shutil.which("nvidia-smi") is None:
-        return False
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                           capture_output=True, text=True, timeout=120, check=False)
-    return probe.stdout.strip() == "True"
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _has_cuda(), reason="needs an NVIDIA GPU and a CUDA build of torch")
+@requires_torch_cuda
 def test_torch_on_the_gpu_is_synced_and_compared_with_the_cpu(tmp_path):
     res = run_cli("ops", "--ops", "matmul", "--backend", "torch", "--device", "cpu,gpu:0",
                   "--modes", "naive,eager", "--sizes", "2..2048:4", *FAST, "--json",

@@ -20,6 +20,7 @@ from tests.conftest import (
     requires_jax,
     requires_tf,
     requires_torch,
+    requires_torch_cuda,
     run_cli,
 )
 
@@ -252,19 +253,8 @@ def test_a_torch_trial_counts_the_ops_one_step_dispatches(tmp_path):
     assert row["step_time_s"]["median"] > 0
 
 
-def _has_cuda() -> bool:
-    import shutil
-
-    if shutil.which("nvidia-smi") is None:
-        return False
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                           capture_output=True, text=True, timeout=120, check=False)
-    return probe.stdout.strip() == "True"
-
-
 @pytest.mark.gpu
-@requires_torch
-@pytest.mark.skipif(not _has_cuda(), reason="needs an NVIDIA GPU and a CUDA build of torch")
+@requires_torch_cuda
 def test_torch_tf32_on_the_gpu_is_loss_checked_and_counts_gpu_kernels(tmp_path):
     res = run_cli("run", f"{W}:tiny", "--backend", "torch", "--device", "gpu:0",
                   "--precision", "float32,tf32", *FAST, "--json", "--db", str(tmp_path / "r.db"))
