@@ -123,6 +123,7 @@ def plan_trials(
     for d in devices or []:
         check_device(d, snapshot)
     specs: list[TrialSpec] = []
+    tf32_skipped: dict[str, str] = {}  # device -> why it cannot run tf32
     for combo in itertools.product(
         workloads, usable, devices or [d for d in here if d != "mps"],
         precisions or ["float32"], jits or ["auto"], batch_sizes or [None],
@@ -132,9 +133,7 @@ def plan_trials(
         if d == "mps" and b != "torch":
             continue
         if p == "tf32" and (why := tf32_unsupported(d, snapshot)):
-            note = f"skipped precision tf32 on {d}: {why}"
-            if note not in notes:
-                notes.append(note)
+            tf32_skipped.setdefault(d, why)
             continue
         if pl == "tf.data" and not any(snapshot.has(x) for x in
                                        FRAMEWORK_DISTRIBUTIONS["tensorflow"]):
@@ -143,9 +142,10 @@ def plan_trials(
         specs.append(TrialSpec(w, backend=b, device=d, precision=p, jit=j, batch_size=bs,
                                pipeline=pl, threads=th,
                                steps_per_execution=steps_per_execution, seed=seed))
-    tf32_notes = [n for n in notes if n.startswith("skipped precision tf32")]
-    if not specs and usable and tf32_notes:
-        raise SpecError(f"nothing to run: {tf32_notes[0].removeprefix('skipped ')}",
+    notes += [f"skipped precision tf32 on {d}: {why}" for d, why in tf32_skipped.items()]
+    if not specs and usable and tf32_skipped:
+        d, why = next(iter(tf32_skipped.items()))
+        raise SpecError(f"nothing to run: precision tf32 on {d}: {why}",
                         fix="use --precision float32 (or mixed_bfloat16 / mixed_float16), "
                             "or --device gpu:N on an NVIDIA GPU of compute capability 8.0+")
     if not specs and not notes:
