@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from devicebench.advisor.figures import FUSING_BACKENDS, DeviceFigures
 from devicebench.fmt import fmt_time
 from devicebench.trials.result import TrialResult
-from devicebench.trials.spec import TrialSpec
+from devicebench.trials.spec import TF32_SWITCH, TrialSpec
 
 OVERHEAD_BOUND_FRACTION = 0.02  # below 2% of the device's measured rate
 
@@ -503,14 +503,10 @@ def snippet(recommended: TrialSpec, baseline: TrialSpec, batch_size: int | None 
             lines += [f'os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false '
                       f'intra_op_parallelism_threads={recommended.threads}"  # before import']
     if recommended.precision == "tf32" != baseline.precision:
-        lines += {"torch": ["import torch", "torch.backends.cuda.matmul.allow_tf32 = True  "
-                            "# TF32 matmuls (changes the math: check the loss)",
-                            "torch.backends.cudnn.allow_tf32 = True"],
-                  "jax": ["import jax", 'jax.config.update("jax_default_matmul_precision", '
-                          '"tensorfloat32")'],
-                  "tensorflow": ["import tensorflow as tf", "tf.config.experimental."
-                                 "enable_tensor_float_32_execution(True)"]
-                  }[recommended.backend]
+        module = {"tensorflow": "tensorflow as tf"}.get(recommended.backend,
+                                                       recommended.backend)
+        lines += [f"import {module}", "# TF32 matmuls and convolutions: changes the math "
+                  "(loss-checked)", *TF32_SWITCH[recommended.backend]]
     elif recommended.precision != baseline.precision:
         lines += [f'keras.mixed_precision.set_global_policy("{recommended.precision}")'
                   "  # before building the model"]

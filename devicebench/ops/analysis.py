@@ -20,6 +20,7 @@ from devicebench.ops.records import (
 from devicebench.ops.result import OpsPoint, OpsWorkerResult
 from devicebench.ops.spec import MODES, OPS, WORK_UNIT, op_flops, op_work, side_for_work
 from devicebench.ops.verdict import op_verdict
+from devicebench.trials.spec import TF32_SWITCH
 
 __all__ = ["NOISY_IQR", "OpAnalysis", "OpsAnalysis", "PathStat", "Peak", "PointStat",
            "analyse", "measured_peaks"]
@@ -126,13 +127,9 @@ def math_notes(workers: list[OpsWorkerResult], peaks: dict[str, Peak]) -> list[s
         math = matmul_math(w.backend, w.device, w.info)
         if peak is None or not peak.math or not math or math == peak.math or not w.points:
             continue
-        fix = {"torch": "torch.backends.cuda.matmul.allow_tf32 = True (or torch."
-                        "set_float32_matmul_precision('high'))",
-               "jax": "jax.config.update('jax_default_matmul_precision', 'tensorfloat32')",
-               "tensorflow": "tf.config.experimental.enable_tensor_float_32_execution(True)"}
-        how = (f"so it cannot reach 100%; to run TF32 too (a 10-bit mantissa): "
-               f"{fix.get(w.backend, 'enable TF32')}" if math == "float32" else
-               "so its figures are TF32 math, not float32")
+        switch = "; ".join(TF32_SWITCH.get(w.backend, ("enable TF32",)))
+        how = (f"so it cannot reach 100%; to run TF32 too (a 10-bit mantissa): {switch}"
+               if math == "float32" else "so its figures are TF32 math, not float32")
         notes.append(f"{w.label}: float32 matmuls run in {math} math, but the {w.device} "
                      f"peak ({peak.label}) was measured in {peak.math} math: its % peak is "
                      f"held against other math, {how}")

@@ -14,6 +14,14 @@ BACKENDS = ("tensorflow", "jax", "torch")
 # tf32: float32 variables and math, matmuls and convolutions on TF32 tensor cores
 # (NVIDIA compute capability >= 8.0); like the mixed policies it changes the math.
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "tf32")
+# What turns TF32 on in a user's script, per backend (the worker runs the same through
+# devicebench.backends.<name>.allow_tf32): advise's snippet and ops' notes quote it.
+TF32_SWITCH: dict[str, tuple[str, ...]] = {
+    "torch": ("torch.backends.cuda.matmul.allow_tf32 = True",
+              "torch.backends.cudnn.allow_tf32 = True"),
+    "jax": ('jax.config.update("jax_default_matmul_precision", "tensorfloat32")',),
+    "tensorflow": ("tf.config.experimental.enable_tensor_float_32_execution(True)",),
+}
 JIT_MODES = ("auto", "on", "off")
 PIPELINES = ("arrays", "tf.data")
 _DEVICE_RE = re.compile(r"^(cpu|mps|gpu:\d+)$")
