@@ -62,6 +62,27 @@ def summarize(samples: Sequence[float]) -> Summary:
     return Summary(int(x.size), float(med), float(q1), float(q3), float(lo), float(hi))
 
 
+def mean_ci(samples: Sequence[float]) -> tuple[float, float, float]:
+    """The mean and a 95% bootstrap CI of it (with fewer than 3 samples, the range):
+    for a total over many repetitions (a fit of N epochs), whose expectation is N times
+    the mean, not the median.
+
+    Example:
+        >>> mean_ci([1.0, 1.0, 1.0, 2.0])[0]
+        1.25
+    """
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("no samples")
+    if x.size < 3:
+        return float(x.mean()), float(x.min()), float(x.max())
+    idx = _rng().integers(0, x.size, size=(N_BOOT, x.size))
+    means = x[idx].mean(axis=1)
+    alpha = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    return float(x.mean()), float(lo), float(hi)
+
+
 @dataclass(frozen=True)
 class Ratio:
     """A speed-up ``baseline / candidate`` with its 95% CI (>1: the candidate is faster)."""

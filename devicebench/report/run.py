@@ -44,9 +44,10 @@ def fit_notes(rows: list[ComparisonRow]) -> list[str]:
                  f"{f.validation_samples:,} samples (as Keras' log shows it)"
                  if f.validation_s is not None else "epoch = training pass (no validation)")
         if f.fit_s is not None:
-            epoch += (f"; a fit of {f.epochs} epochs = the first epoch (compilation and "
-                      f"warm-up included: {fmt_duration(f.first_epoch_s)} for {r.spec.label}) "
-                      f"+ {f.epochs - 1} steady ones, as a stopwatch around fit() reads it")
+            epoch += (f"; a fit of {f.epochs} epochs = its one-time cost (compilation and "
+                      f"warm-up: {fmt_duration(f.one_time_s)} for {r.spec.label}) + "
+                      f"{f.epochs} epochs at the mean epoch time (slow epochs add up in a "
+                      "total), as a stopwatch around fit() reads it")
         lines.append(f"{r.spec.workload}: {epoch}")
     return lines
 

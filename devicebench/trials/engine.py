@@ -41,8 +41,9 @@ class RunOptions:
     Attributes:
         min_rounds: rounds always measured (per trial one timed block per round).
         max_rounds: stop after this many rounds.
-        budget_seconds: measuring stops after this long (past min_rounds) even if the CI
-            target is not met; the table then says the spread is wide.
+        budget_seconds: measuring stops (past min_rounds) when another round like the
+            last would end after this long, even if the CI target is not met; the table
+            then says the spread is wide.
         target_ci: stop when every trial's 95% CI half-width is at most this fraction.
         equivalence_steps: steps from the shared initial weights whose losses are compared.
         setup_timeout: seconds for a worker's build, compile, equivalence steps and
@@ -313,8 +314,9 @@ class TrialGroup:
         """Interleaved rounds over the live trials until they have had, in all, at
         least ``options.min_rounds`` and at most ``options.max_rounds``, stopping when
         every CI is within ``options.target_ci``, ``enough(results)`` says the figures
-        answer the caller's question, or ``options.budget_seconds`` (of this call) have
-        passed. Returns the number of rounds this call ran."""
+        answer the caller's question, or another round as long as the last would end
+        past ``options.budget_seconds`` (of this call). Returns the number of rounds
+        this call ran."""
         # One way of cutting blocks for every live trial: whole epochs when all of them
         # are short, else K-step blocks (mixing the two would bias ratios). When the
         # live set changes the answer (a search pruned the slow candidates, whose long
@@ -336,6 +338,7 @@ class TrialGroup:
         start = self._clock()
         ran = 0
         while self._comparable_rounds < options.max_rounds and self.live:
+            round_start = self._clock()
             rnd = self._rounds
             for spec in self.live:
                 msg = self._ask(spec, lambda s=spec: self._workers[s].request(
@@ -369,7 +372,10 @@ class TrialGroup:
                 continue
             precise = all((st := self.results[s].step_time) is not None
                           and st.rel_ci_halfwidth <= options.target_ci for s in self.live)
-            if (precise or self._clock() - start >= options.budget_seconds
+            # Another round like this one would end past the budget: stop now, so the
+            # budget is kept to within the rounds' noise, not overrun by a whole round.
+            now = self._clock()
+            if (precise or now - start + (now - round_start) > options.budget_seconds
                     or (enough is not None and enough(self.results))):
                 break
         return ran

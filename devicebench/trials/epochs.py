@@ -1,7 +1,8 @@
 """From a trial's raw samples to the figures a user holds against their training log:
 the epoch as Keras' log shows it (training pass + validation pass) and how long a whole
 ``fit`` of the script's N epochs takes (the first epoch, compilation included, then
-N-1 steady epochs).
+N-1 epochs at the mean epoch time: a total's expectation is N times the mean, and an
+epoch now and then far slower than the median still adds to the user's stopwatch).
 
 Example:
     >>> est = fit_estimate(result)  # doctest: +SKIP
@@ -13,8 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from devicebench.measure.stats import Summary, summarize
+from devicebench.measure.stats import Summary, mean_ci, summarize
 from devicebench.trials.result import TrialResult
+
+# A round over STALL_FACTOR x the median round is not training: a trial that waited while
+# the others measured resumes (TensorFlow's input pipeline restarts its prefetch, the CPU
+# idle) — an artifact of interleaving that a user's uninterrupted fit never sees. The
+# whole-fit figure's mean leaves such rounds out.
+STALL_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -26,9 +33,12 @@ class FitEstimate:
         validation_s: the steady validation pass (median; None: the workload does not
             validate).
         validation_samples: size of the validation set (0: none).
-        epoch: per-round epochs (training + validation measured in the same round),
-            summarised with a bootstrap CI of the median; the figure shown is
-            :attr:`epoch_s` (the two parts' medians added, as the parts are shown).
+        epoch: per-round epochs (the round's training pass + its validation pass, or
+            the median pass where the round timed none), summarised with a bootstrap CI
+            of the median; the figure shown is :attr:`epoch_s` (the two parts' medians
+            added, as the parts are shown).
+        mean_epoch: the mean per-round epoch (stalled rounds left out) and its 95% CI:
+            what N epochs add up to.
         one_time_s: what the first epoch costs beyond a steady one: the first step's
             tracing/compilation, fit's start and the warm-up until the step time
             settled, and the first validation pass's compilation.
@@ -42,6 +52,7 @@ class FitEstimate:
     epoch: Summary
     one_time_s: float
     epochs: int | None
+    mean_epoch: tuple[float, float, float] = (0.0, 0.0, 0.0)  # mean, CI low, CI high
 
     @property
     def epoch_s(self) -> float:
@@ -59,18 +70,18 @@ class FitEstimate:
 
     @property
     def fit_s(self) -> float | None:
-        """A fit of N epochs: the first epoch plus N-1 steady ones."""
+        """A fit of N epochs: the one-time cost plus N mean epochs."""
         if not self.epochs:
             return None
-        return self.one_time_s + self.epochs * self.epoch_s
+        return self.one_time_s + self.epochs * self.mean_epoch[0]
 
     @property
     def fit_ci(self) -> tuple[float, float] | None:
-        """95% CI of :attr:`fit_s` from the epoch's CI (the one-time cost is one sample
-        and carries no CI of its own)."""
+        """95% CI of :attr:`fit_s` from the mean epoch's CI (the one-time cost is one
+        sample and carries no CI of its own)."""
         if not self.epochs:
             return None
-        low, high = self.epoch_ci
+        _, low, high = self.mean_epoch
         return (self.one_time_s + self.epochs * low, self.one_time_s + self.epochs * high)
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +89,7 @@ class FitEstimate:
                 "validation_samples": self.validation_samples,
                 "epoch_s": self.epoch_s, "epoch_ci95": list(self.epoch_ci),
                 "first_epoch_s": self.first_epoch_s, "one_time_s": self.one_time_s,
+                "mean_epoch_s": self.mean_epoch[0],
                 "epochs": self.epochs, "fit_s": self.fit_s,
                 "fit_ci95": list(self.fit_ci) if self.fit_ci else None}
 
@@ -96,14 +108,13 @@ def fit_estimate(result: TrialResult, epochs: int | None = None) -> FitEstimate 
     val_by_round: dict[int, float] = {}
     for rnd, v in zip(result.validation_rounds, result.validation_seconds, strict=False):
         val_by_round.setdefault(rnd, v)
-    validates = bool(result.validation_seconds)
-    per_round = [spe * s + val_by_round.get(r, 0.0) for r, s in steps.items()
-                 if not validates or r in val_by_round]
+    val = result.validation_pass_seconds  # timed in a trial's first rounds only
+    per_round = [spe * s + val_by_round.get(r, val or 0.0) for r, s in steps.items()]
     if not per_round:
         return None
     epoch = summarize(per_round)
+    steady = [e for e in per_round if e <= STALL_FACTOR * epoch.median]
     step = result.step_time.median
-    val = result.validation_pass_seconds
     one_time = 0.0
     if result.first_step_seconds is not None:
         one_time += max(0.0, result.first_step_seconds - step)
@@ -114,4 +125,5 @@ def fit_estimate(result: TrialResult, epochs: int | None = None) -> FitEstimate 
         one_time += max(0.0, result.validation_first_seconds - val)
     return FitEstimate(train_s=step * spe, validation_s=val,
                        validation_samples=result.validation_samples, epoch=epoch,
-                       one_time_s=one_time, epochs=epochs or result.workload_epochs)
+                       one_time_s=one_time, epochs=epochs or result.workload_epochs,
+                       mean_epoch=mean_ci(steady))

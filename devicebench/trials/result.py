@@ -72,8 +72,9 @@ class TrialResult:
     # with their "cut" and "steps_per_block"): comparisons with trials pruned then.
     earlier_blocks: dict[str, Any] = field(default_factory=dict)
     # The validation pass fit runs at each epoch end (workloads that validate): its size,
-    # the first pass (tracing/compilation of the test function), and one timed pass per
-    # measured round (``validation_rounds[i]``), each ending with a device sync.
+    # the first pass (tracing/compilation of the test function), and one timed pass in
+    # each of the trial's first measured rounds (``validation_rounds[i]``; the worker's
+    # VALIDATION_TIMINGS), each ending with a device sync.
     validation_samples: int = 0
     validation_first_seconds: float | None = None
     validation_seconds: list[float] = field(default_factory=list)

@@ -48,6 +48,10 @@ CHECKPOINT_STEPS = (1, 10, 25, 50, 100, 200)
 # its fit steps, and its short fits vary too much (3-6.5 ms for a 4.9 ms step).
 REFINE_BELOW_SECONDS = 0.05
 REFINE_SECONDS = 0.05  # each of the refining fits runs about this long
+# The validation pass is the same fixed work every epoch: its median settles in a few
+# timings, so only a trial's first VALIDATION_TIMINGS measured blocks time one (each
+# costs a whole pass; timing it every round made a slow candidate's rounds much longer).
+VALIDATION_TIMINGS = 5
 
 
 def _median(values: list[float]) -> float:
@@ -111,8 +115,8 @@ class TrialSession:
             self.backend.allow_tf32()
         data = workload.make_data(seed)
         self.x, self.y = data.x, data.y
-        self.validation = data.validation  # timed at each measured block, as fit runs it
-        self.validation_timed = False
+        self.validation = data.validation  # timed at the first measured blocks
+        self.validation_timings = 0  # steady passes timed so far (the first apart)
         self.batch = spec.batch_size or workload.batch_size
         self.steps_per_epoch = max(1, math.ceil(len(self.x) / self.batch))
         model = workload.build_model(keras)
@@ -273,9 +277,10 @@ class TrialSession:
     def _time_validation(self) -> dict[str, Any]:
         """Time one validation pass as ``fit`` runs it at an epoch end (``evaluate`` over
         the validation data at the training batch size; its loss is a host float: the
-        device sync). The first pass of the session is reported apart: it traces and
-        compiles the test function, as the first epoch of a fit does."""
-        if self.validation is None:
+        device sync), at the session's first VALIDATION_TIMINGS measured blocks. The
+        first pass of the session is reported apart: it traces and compiles the test
+        function, as the first epoch of a fit does."""
+        if self.validation is None or self.validation_timings >= VALIDATION_TIMINGS:
             return {}
         x_val, y_val = self.validation
 
@@ -286,10 +291,10 @@ class TrialSession:
             return time.perf_counter() - t0
 
         reply: dict[str, Any] = {}
-        if not self.validation_timed:
-            self.validation_timed = True
+        if not self.validation_timings:
             reply["validation_first_seconds"] = one_pass()
         reply["validation_seconds"] = [one_pass()]
+        self.validation_timings += 1
         return reply
 
     def _plan_blocks(self, whole_epochs: bool) -> None:

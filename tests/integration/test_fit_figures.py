@@ -35,7 +35,8 @@ def test_a_validating_user_workload_times_its_validation_pass():
         r = row.result
         assert r.status == "ok", r.error
         assert r.validation_samples == 100 and r.workload_epochs == 3
-        # one synced validation pass per measured round, the first (compilation) apart
+        # one synced validation pass in each of the first measured rounds (all three
+        # here), the first (compilation) apart
         assert len(r.validation_seconds) == 3 and r.validation_rounds == r.block_rounds
         assert r.validation_first_seconds > 0
         f = row.fit
@@ -43,7 +44,7 @@ def test_a_validating_user_workload_times_its_validation_pass():
         assert f.epoch_s == pytest.approx(f.train_s + f.validation_s)
         assert r.epoch_seconds == pytest.approx(f.epoch_s)
         assert f.epochs == 3 and f.one_time_s >= 0
-        assert f.fit_s == pytest.approx(f.one_time_s + 3 * f.epoch_s)
+        assert f.fit_s == pytest.approx(f.one_time_s + 3 * f.mean_epoch[0])
         lo, hi = f.fit_ci
         assert lo <= f.fit_s <= hi
         d = row.to_dict()
@@ -61,4 +62,20 @@ def test_a_workload_without_validation_keeps_its_epoch_a_training_pass():
     assert r.epoch_seconds == pytest.approx(r.step_time.median * r.steps_per_epoch)
     # a whole fit of the epochs the caller plans (advise --epochs)
     (row,) = compare([r], epochs=4)
-    assert row.fit.fit_s == pytest.approx(row.fit.one_time_s + 4 * row.fit.epoch_s)
+    assert row.fit.fit_s == pytest.approx(row.fit.one_time_s + 4 * row.fit.mean_epoch[0])
+
+
+@requires_tf
+def test_validation_is_timed_in_a_trials_first_rounds_only():
+    from devicebench.trials.worker import VALIDATION_TIMINGS
+
+    rounds = VALIDATION_TIMINGS + 2
+    opts = RunOptions(min_rounds=rounds, max_rounds=rounds, budget_seconds=30,
+                      equivalence_steps=5, max_warmup_seconds=1)
+    (row,) = compare(run_workload_group([TrialSpec(f"{W}:validated")], opts))
+    r = row.result
+    assert r.status == "ok", r.error
+    assert len(r.block_rounds) == rounds
+    assert list(r.validation_rounds) == list(r.block_rounds[:VALIDATION_TIMINGS])
+    # every round's epoch still holds a validation pass: the median one where none ran
+    assert row.fit.epoch.n == rounds

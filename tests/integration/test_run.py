@@ -61,7 +61,7 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
         # seed 000 validates on 2,000 samples each epoch: Keras' epoch holds both passes
         assert r["validation_s"] > 0 and r["fit"]["validation_samples"] == 2000
         assert r["epoch_s"] == pytest.approx(r["train_epoch_s"] + r["validation_s"])
-        assert r["fit"]["epochs"] == 20 and r["fit"]["fit_s"] > 20 * r["epoch_s"] * 0.99
+        assert r["fit"]["epochs"] == 20 and r["fit"]["fit_s"] >= 20 * r["fit"]["mean_epoch_s"]
         assert r["flops_per_step"] > 0 and r["peak_rss_bytes"] > 0
         assert r["peak_device_memory_bytes"] is None  # CPU: unknown, never 0
         assert r["first_step_s"] > 0 and r["warmup_s"] >= 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from devicebench.advisor.equivalence import compare_losses, loss_check
@@ -306,6 +308,16 @@ def test_fit_estimate_adds_validation_and_the_first_epochs_one_time_cost():
     lo, hi = f.fit_ci
     assert lo < f.fit_s < hi  # per-round epochs 2.4, 2.7, 2.1: a real spread
     assert fit_estimate(r, epochs=5).fit_s == pytest.approx(2.5 + 5 * 2.4)
+    # A whole fit adds up its slow epochs: N x the mean, not the median. Rounds 3-5 timed
+    # no validation (a trial's first rounds only): their epochs take the median pass.
+    # Round 5 (a 9 s stall, over 3x the median) is an interleaving artifact, left out.
+    slow = dataclasses.replace(r, block_seconds=[2.0, 2.2, 1.8, 3.0, 2.0, 9.0],
+                               block_rounds=[0, 1, 2, 3, 4, 5])
+    f = fit_estimate(slow)
+    assert f.epoch_s == pytest.approx(2.5) and f.validation_s == pytest.approx(0.4)
+    steady = [2.4, 2.7, 2.1, 3.4, 2.4]
+    assert f.mean_epoch[0] == pytest.approx(sum(steady) / 5)
+    assert f.fit_s == pytest.approx(f.one_time_s + 20 * sum(steady) / 5)
     # stored before validation was timed: a training pass, no whole fit
     old = TrialResult.from_dict({k: v for k, v in r.to_dict().items()
                                  if not k.startswith(("validation", "workload_epochs"))})
