@@ -1,31 +1,40 @@
 """How much does TrainingMonitor slow down the training it measures? Target: <= 1%.
 
-Design (paired, in one process per workload, on one compiled model):
+Two paired designs, each in one process per workload on one compiled model (JAX by
+default), with and without the monitor, interleaved:
 
-* The model is built, compiled and warmed up once (``--warmup`` pairs of fits, not
-  counted: compilation, first-use imports, allocator and cache warm-up).
-* Then ``--pairs`` pairs of *segments*; a segment is one ``model.fit`` of a few epochs
-  (seed-rnn: 3 epochs of its 219 steps of 32; mnist-cnn: 2 epochs of 16 steps of 256),
-  timed as a whole with ``time.perf_counter``, with a fresh ``TrainingMonitor`` (its
-  per-fit setup, first-execution block, block syncs, epoch summaries and end line are
-  all inside the time) or without one. The order inside a pair flips every pair
-  (A B, B A, A B, ...) so drift and warm-up trends hit both arms alike; ``gc.collect()``
-  runs before every segment, outside the timing.
-* Per pair: ratio = with / without (wall time). The overhead is the median of the
-  per-pair ratios minus 1, with its 95% bootstrap CI (``devicebench.measure.stats.
-  summarize``). The verdict is read off the CI, not the median: "met" only when the whole
-  CI is <= 1%, "NOT met" when the whole CI is above, otherwise "undecided" (too noisy:
-  more pairs or a quieter machine). The same figure on process CPU time is printed
-  beside it: other processes disturb it less, but it cannot see time lost waiting.
+``--design epochs`` (default): adjacent epochs of ONE long ``fit``. The machine's speed
+  here drifts over seconds (the same segment varies +-10% from one second to the next), so
+  the pairs are the shortest unit a user's training has, two neighbouring epochs: the
+  monitor is on in one and off in the other (the order flips every pair). A thin switch
+  forwards Keras' hooks to a real ``TrainingMonitor`` only in its "on" epochs (its "off"
+  cost, one call per step that returns at once, is paid by both arms). Each epoch is
+  timed from the end of the last to the end of this one (a timer after every other
+  callback), so the monitor's epoch hooks, its blocks' device syncs and its memory reads
+  are inside the time. The first ``--warmup`` epochs (compilation; the monitor's first
+  blocks growing to their size, one sync each) are not counted: they are per-fit costs,
+  which ``--design fits`` includes.
+``--design fits``: pairs of whole ``model.fit`` calls as a user runs them (seed-rnn: seed
+  000's own 20 epochs, about 1.6 s with JAX here; mnist-cnn: 2 epochs of 16 steps of
+  256, about 4 s), with a fresh monitor (per-fit setup, first blocks, end line all inside
+  the time) or without; ``gc.collect()`` before each, outside the timing.
+
+Per pair: ratio = with / without (wall time). The overhead is the median of the per-pair
+ratios minus 1, with its 95% bootstrap CI (``devicebench.measure.stats.summarize``). The
+verdict is read off the CI, not the median: "MET" only when the whole CI is <= 1%, "NOT
+met" when the whole CI is above, otherwise "undecided" (too noisy: more pairs or a
+quieter machine). The same figure on process CPU time is printed beside it: other
+processes disturb it less, but it cannot see time lost waiting.
 
 It also prints what the monitor measured of its own code (``monitor_overhead_fraction``:
-the Python it runs per block and per epoch, device waits excluded) and the blocks (device
-syncs) per segment.
+the Python it runs per block and per epoch, device waits excluded) and its blocks (device
+syncs).
 
-Usage: python bench/monitor_overhead.py [--backend jax] [--pairs N] [--warmup 2]
-       [--workloads seed-rnn,mnist-cnn]
-Default pairs: seed-rnn 80, mnist-cnn 20 (about 4 minutes for both on a quiet 2-core CPU
-VM with JAX).
+Usage: python bench/monitor_overhead.py [--design epochs|fits] [--backend jax]
+       [--pairs N] [--warmup N] [--workloads seed-rnn,mnist-cnn]
+Defaults, epochs: seed-rnn 1500 pairs of ~80 ms epochs (each epoch varies +-25% here, so
+a CI of +-0.5% takes that many), mnist-cnn 60 pairs of ~1 s epochs (about 7 minutes for
+both on a quiet 2-core VM with JAX); fits: 40 and 20 pairs (about 5 minutes).
 """
 
 from __future__ import annotations
@@ -40,11 +49,129 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: this checkout's devicebench
 TARGET = 0.01
-# workload -> (samples per epoch, epochs per segment, default pairs)
-SEGMENTS = {"seed-rnn": (7000, 3, 80), "mnist-cnn": (4096, 2, 20)}
+# workload -> (samples per epoch, epochs per segment, default pairs): --design fits
+SEGMENTS = {"seed-rnn": (7000, 20, 40), "mnist-cnn": (4096, 2, 20)}
+# workload -> (samples per epoch, default pairs): --design epochs
+EPOCHS = {"seed-rnn": (7000, 1500), "mnist-cnn": (2048, 60)}
 
 
-def worker(name: str, pairs: int, warmup: int) -> dict:
+def epochs_worker(name: str, pairs: int, warmup: int) -> dict:
+    """Adjacent epochs of one fit, the monitor on in one of each pair (see the module
+    doc). Returns per-epoch wall and CPU seconds of each arm, in pair order."""
+    import time
+
+    import keras
+
+    from devicebench.keras import TrainingMonitor
+    from devicebench.workloads import get_workload
+
+    samples, _ = EPOCHS[name]
+    wl = get_workload(name)
+    data = wl.make_data(wl.default_seed)
+    x, y = data.x[:samples], data.y[:samples]
+    model = wl.build_model(keras)
+    model.compile(optimizer=wl.optimizer(keras), loss=wl.loss, metrics=list(wl.metrics))
+    warmup = max(warmup, 2)
+    # epoch -> monitor on? Warm-up epochs on (its blocks grow there); then pairs.
+    on = [True] * warmup
+    for r in range(pairs):
+        on += [False, True] if r % 2 == 0 else [True, False]
+    monitor = TrainingMonitor(verbose=0)
+    # seconds inside the switch's hooks, monitor on / off; "waits": device syncs inside them
+    hooks: dict = {True: 0.0, False: 0.0, "waits": 0.0}
+
+    class Switch(keras.callbacks.Callback):
+        """Forwards Keras' hooks to the monitor in its "on" epochs only."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.active = True
+
+        def set_model(self, model):
+            super().set_model(model)
+            monitor.set_model(model)
+
+        def set_params(self, params):
+            super().set_params(params)
+            monitor.set_params(params)
+
+        def on_train_begin(self, logs=None):
+            monitor.on_train_begin(logs)
+            probe = monitor._probe  # the device sync at a block's end: the steps' own time
+
+            def timed_probe():
+                t = time.perf_counter()
+                try:
+                    return probe()
+                finally:
+                    hooks["waits"] += time.perf_counter() - t
+
+            monitor._probe = timed_probe
+
+        def on_train_end(self, logs=None):
+            monitor.on_train_end(logs)
+
+        # Time inside the hooks, per arm: the monitor's whole added work in an "on"
+        # epoch (its blocks close at the epoch end Keras syncs anyway), low in noise.
+        def on_epoch_begin(self, epoch, logs=None):
+            t = time.perf_counter()
+            self.active = on[epoch]
+            if self.active:
+                monitor.on_epoch_begin(epoch, logs)
+            hooks[self.active] += time.perf_counter() - t
+
+        def on_train_batch_begin(self, batch, logs=None):
+            t = time.perf_counter()
+            if self.active:
+                monitor.on_train_batch_begin(batch, logs)
+            hooks[self.active] += time.perf_counter() - t
+
+        def on_epoch_end(self, epoch, logs=None):
+            t = time.perf_counter()
+            if self.active:
+                monitor.on_epoch_end(epoch, logs)
+            hooks[self.active] += time.perf_counter() - t
+
+    class Timer(keras.callbacks.Callback):
+        """Last in the list: each epoch from the end of the last to the end of this one."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.wall: list[float] = []
+            self.cpu: list[float] = []
+
+        def on_train_begin(self, logs=None):
+            self.t, self.c = time.perf_counter(), time.process_time()
+
+        def on_epoch_end(self, epoch, logs=None):
+            float(logs["loss"])  # a host float already: the device is synced
+            t, c = time.perf_counter(), time.process_time()
+            self.wall.append(t - self.t)
+            self.cpu.append(c - self.c)
+            self.t, self.c = t, c
+
+    timer = Timer()
+    model.fit(x, y, batch_size=wl.batch_size, epochs=len(on), verbose=0, shuffle=True,
+              callbacks=[Switch(), timer])
+    out: dict = {"without": [], "with": [], "cpu_without": [], "cpu_with": [],
+                 "steps": -(-samples // wl.batch_size), "unit": "epoch"}
+    for i in range(warmup, len(on)):
+        arm = "with" if on[i] else "without"
+        out[arm].append(timer.wall[i])
+        out[f"cpu_{arm}"].append(timer.cpu[i])
+    n_on, n_off = sum(on), len(on) - sum(on)
+    out["hooks_ms_per_epoch"] = {"with": (hooks[True] - hooks["waits"]) / n_on * 1e3,
+                                 "without": hooks[False] / n_off * 1e3,
+                                 "waits": hooks["waits"] / n_on * 1e3}
+    s = monitor.summary()
+    counted_on = sum(on[warmup:])
+    blocks = sum(1 for b in monitor.log.blocks if b.epoch >= warmup)
+    out["own"] = [{"own": s["monitor_overhead_fraction"], "setup": s["monitor_setup_seconds"],
+                   "blocks": round(blocks / max(counted_on, 1), 2), "nvml": s["nvml"]}]
+    return out
+
+
+def fits_worker(name: str, pairs: int, warmup: int) -> dict:
     import gc
     import time
 
@@ -77,7 +204,7 @@ def worker(name: str, pairs: int, warmup: int) -> dict:
         segment(False)
         segment(True)
     out: dict = {"without": [], "with": [], "cpu_without": [], "cpu_with": [], "own": [],
-                 "steps": samples // wl.batch_size * epochs}
+                 "steps": samples // wl.batch_size * epochs, "unit": "segment"}
     for r in range(pairs):
         for monitored in ((False, True) if r % 2 == 0 else (True, False)):
             wall, cpu, info = segment(monitored)
@@ -105,6 +232,7 @@ def report(name: str, res: dict) -> str:
     s = summarize([w / wo for w, wo in zip(res["with"], res["without"], strict=True)])
     c = summarize([w / wo for w, wo in zip(res["cpu_with"], res["cpu_without"], strict=True)])
     lo, hi = s.ci_low - 1, s.ci_high - 1
+    unit = res["unit"]
     seg_ms = sorted(res["without"])[len(res["without"]) // 2] * 1e3
     own = sorted(o["own"] for o in res["own"] if o["own"] is not None)
     blocks = sorted(o["blocks"] for o in res["own"])
@@ -116,19 +244,37 @@ def report(name: str, res: dict) -> str:
         f"  process CPU time (all threads; less sensitive to other processes, blind to "
         f"idle waits): {(c.median - 1) * 100:+.2f}% (95% CI {(c.ci_low - 1) * 100:+.2f}% .. "
         f"{(c.ci_high - 1) * 100:+.2f}%)\n"
-        f"  segment {seg_ms:.0f} ms unmonitored for {res['steps']} steps; monitor's own code "
+        f"  {unit} {seg_ms:.0f} ms unmonitored for {res['steps']} steps; monitor's own code "
         f"{own[len(own) // 2] * 100:.2f}% (median), {blocks[len(blocks) // 2]} blocks "
-        f"(device syncs) and {setup[len(setup) // 2] * 1e3:.1f} ms setup per segment; "
+        f"(device syncs) per {unit} and {setup[len(setup) // 2] * 1e3:.1f} ms setup per fit; "
         f"NVML {res['own'][0]['nvml']}\n"
+        + _hooks_line(res, seg_ms) +
         f"  target <= {TARGET:.0%}: {verdict(lo, hi)}")
+
+
+def _hooks_line(res: dict, epoch_ms: float) -> str:
+    """--design epochs: the time measured inside Keras' hooks in each arm (the switch
+    around the monitor), per epoch and as a share of the unmonitored epoch."""
+    h = res.get("hooks_ms_per_epoch")
+    if not h:
+        return ""
+    added = h["with"] - h["without"]
+    waits = (f" (device syncs at its blocks' ends, {h['waits']:.2f} ms per epoch, left out: "
+             "the steps' own time)" if h["waits"] > 0 else "")
+    return (f"  inside the hooks: {h['with']:.3f} ms per epoch with the monitor{waits}, "
+            f"{h['without']:.3f} ms without: the monitor's own work adds {added:.3f} ms "
+            f"= {added / epoch_ms * 100:.2f}% of an epoch\n")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--design", choices=("epochs", "fits"), default="epochs")
     ap.add_argument("--backend", default="jax")
     ap.add_argument("--pairs", type=int, default=None,
-                    help="pairs per workload (default: seed-rnn 80, mnist-cnn 20)")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed pairs first (default 2)")
+                    help="pairs per workload (default: epochs: seed-rnn 1500, mnist-cnn 60; "
+                    "fits: 40, 20)")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="untimed epochs (epochs) or pairs of fits (fits) first (default 2)")
     ap.add_argument("--workloads", default="seed-rnn,mnist-cnn")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -140,18 +286,24 @@ def main() -> None:
               file=sys.stderr)
         sys.exit(2)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.pairs, args.warmup)))
+        run = epochs_worker if args.design == "epochs" else fits_worker
+        print(json.dumps(run(args.worker, args.pairs, args.warmup)))
         return
 
     env = dict(os.environ, KERAS_BACKEND=args.backend, TF_CPP_MIN_LOG_LEVEL="2")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env.pop("DEVICEBENCH_MONITOR", None)
-    print(f"backend {args.backend}; paired segments (one fit each), order flipped every "
-          f"pair, {args.warmup} warm-up pair(s) not counted; {_load()}")
+    what = ("adjacent epochs of one fit, the monitor on in one of each pair"
+            if args.design == "epochs" else "paired segments (one fit each)")
+    unit = "epochs" if args.design == "epochs" else "pairs of fits"
+    print(f"backend {args.backend}; {what}, order flipped every pair, {args.warmup} warm-up "
+          f"{unit} not counted; {_load()}")
     for name in names:
-        pairs = args.pairs or SEGMENTS[name][2]
-        out = subprocess.run([sys.executable, __file__, "--worker", name, "--pairs",
-                              str(pairs), "--warmup", str(args.warmup)], env=env,
+        pairs = args.pairs or (EPOCHS[name][1] if args.design == "epochs"
+                               else SEGMENTS[name][2])
+        out = subprocess.run([sys.executable, __file__, "--worker", name, "--design",
+                              args.design, "--pairs", str(pairs), "--warmup",
+                              str(args.warmup)], env=env,
                              capture_output=True, text=True, check=False)
         if out.returncode != 0:
             print(f"{name}: worker failed\n{out.stderr[-2000:]}")
