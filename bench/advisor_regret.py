@@ -51,13 +51,19 @@ def stall_seconds(results) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workloads", nargs="*", default=["seed-rnn", "mnist-cnn"])
-    ap.add_argument("--budget", type=float, default=None,
-                    help=f"advise's budget (default {DEFAULT_BUDGET_S:g} s live, 40 s — the "
-                    "main job's — on a profile)")
+    ap.add_argument("--budget", default=None,
+                    help="advise's budget in seconds, or several, comma-separated, each "
+                    "judged against the same sweep (default: 40 — the main job's — and "
+                    f"{DEFAULT_BUDGET_S:g} — advise's — live; 40 on a profile)")
     ap.add_argument("--profile", help="replay on a machine profile instead of measuring")
     args = ap.parse_args()
     profile = load_profile(args.profile) if args.profile else None
-    budget = args.budget or (40.0 if profile else DEFAULT_BUDGET_S)
+    try:
+        budgets = ([float(b) for b in args.budget.split(",")] if args.budget
+                   else [40.0] if profile else [40.0, DEFAULT_BUDGET_S])
+    except ValueError:
+        ap.error(f"--budget: seconds, comma-separated (got {args.budget!r})")
+    budget = max(budgets)  # the sweep's block timeouts
     snap = profile.env_snapshot() if profile else probe_host_layer()
     names = [w for w in args.workloads if profile is None or w in profile.workloads]
     if profile is not None:
@@ -66,23 +72,26 @@ def main() -> None:
     for name in names:
         get_workload(name)  # an unknown name: a clear error before any work
         baseline = default_baseline(snap, name)[0]
-        advised = []
+        runs = []  # (budget, advice, seconds, its trials' results)
+        for b in budgets:
+            advised: list = []
+            if profile is not None:
+                advice, advise_s = replay_advise(profile, name, budget_s=b, baseline=baseline)
+            else:
+                t0 = time.monotonic()
+                advice = advise_workload(name, snap, baseline=baseline, budget_s=b,
+                                         **workload_facts(name), on_result=advised.append)
+                advise_s = time.monotonic() - t0
+            runs.append((b, advice, advise_s, advised))
         if profile is not None:
-            advice, advise_s = replay_advise(profile, name, budget_s=budget,
-                                             baseline=baseline)
             clock = VirtualClock()
             out = sweep(sweep_space(name, snap, baseline), budget_s=budget,
                         start_worker=replay_launcher(profile, clock), clock=clock)
         else:
-            t0 = time.monotonic()
-            advice = advise_workload(name, snap, baseline=baseline, budget_s=budget,
-                                     **workload_facts(name),
-                                     on_result=advised.append)
-            advise_s = time.monotonic() - t0
             out = sweep(sweep_space(name, snap, baseline), budget_s=budget)
-        pick = advice.recommended or baseline
+        advice = runs[0][1]
         space = list(out["results"])
-        setup_s, sweep_s, rounds = out["setup_s"], out["seconds"], out["rounds"]
+        setup_s, rounds = out["setup_s"], out["rounds"]
         print(f"{name}: {advice.headline.text if advice.headline else ''}")
         by = out["results"]
         safe = {s: r.step_time.median for s, r in by.items()
@@ -116,33 +125,42 @@ def main() -> None:
                 if r.status in ("timeout", "crashed") and r.stderr_tail.strip():
                     print("        its stderr ends: "
                           + r.stderr_tail.strip()[-400:].replace("\n", "\n        "))
-        if pick not in safe:
-            print(f"{name}: advise picked {pick.label}, which the sweep could not confirm")
-            continue
-        screened = [o.spec.label for o in advice.outcomes if o.screened]
-        print(f"{name}: advise screened out {len(screened)} of {len(advice.outcomes)} "
-              f"candidates on their set-up steps: {', '.join(screened) or '-'}")
-        regret = safe[pick] / safe[best] - 1
-        ratio = advise_s / sweep_s
-        # The sweep's own paired CI of best vs pick: a regret the sweep's 30 interleaved
-        # rounds cannot tell from 0 is reported as such (still judged by the medians).
-        ci = paired_ratio(by[pick].round_step_times, by[best].round_step_times) \
-            if pick != best else None
-        sig = ""
-        if ci is not None:  # pick / best per round: regret + 1
-            sig = (f" [sweep's 95% CI {ci.ci_low - 1:+.1%} to {ci.ci_high - 1:+.1%} over "
-                   f"{ci.n_rounds} rounds" + (": not significant, the sweep cannot tell them "
-                                              "apart either]" if not ci.significant else "]"))
-        print(f"{name}: advise picked {pick.label} ({advice.verdict[:80]}...)\n"
-              f"{name}: regret {regret:.1%}{sig} "
-              f"({'within' if regret <= 0.05 else 'OUTSIDE'} 5%); "
-              f"advise took {advise_s:.0f} s vs sweep {sweep_s:.0f} s = {ratio:.0%} "
-              f"({'within' if ratio <= 0.25 else 'OUTSIDE'} 25%)", flush=True)
-        stall_a, stall_s = stall_seconds(advised), stall_seconds(by.values())
-        print(f"{name}: stalled blocks (> {STALL:g}x their trial's median) added "
-              f"{stall_a:.0f} s to advise and {stall_s:.0f} s to the sweep; without them "
-              f"{advise_s - stall_a:.0f} s vs {sweep_s - stall_s:.0f} s = "
-              f"{(advise_s - stall_a) / (sweep_s - stall_s):.0%}", flush=True)
+        for b, advice, advise_s, advised in runs:
+            report(name, b, advice, advise_s, advised, baseline, out, safe, best)
+
+
+def report(name, budget, advice, advise_s, advised, baseline, out, safe, best) -> None:
+    """Advise's pick at ``budget`` against the sweep: regret, time share, stalls."""
+    by, sweep_s = out["results"], out["seconds"]
+    name = f"{name} at {budget:g} s"
+    pick = advice.recommended or baseline
+    if pick not in safe:
+        print(f"{name}: advise picked {pick.label}, which the sweep could not confirm")
+        return
+    screened = [o.spec.label for o in advice.outcomes if o.screened]
+    print(f"{name}: advise screened out {len(screened)} of {len(advice.outcomes)} "
+          f"candidates on their set-up steps: {', '.join(screened) or '-'}")
+    regret = safe[pick] / safe[best] - 1
+    ratio = advise_s / sweep_s
+    # The sweep's own paired CI of best vs pick: a regret the sweep's 30 interleaved
+    # rounds cannot tell from 0 is reported as such (still judged by the medians).
+    ci = paired_ratio(by[pick].round_step_times, by[best].round_step_times) \
+        if pick != best else None
+    sig = ""
+    if ci is not None:  # pick / best per round: regret + 1
+        sig = (f" [sweep's 95% CI {ci.ci_low - 1:+.1%} to {ci.ci_high - 1:+.1%} over "
+               f"{ci.n_rounds} rounds" + (": not significant, the sweep cannot tell them "
+                                          "apart either]" if not ci.significant else "]"))
+    print(f"{name}: advise picked {pick.label} ({advice.verdict[:80]}...)\n"
+          f"{name}: regret {regret:.1%}{sig} "
+          f"({'within' if regret <= 0.05 else 'OUTSIDE'} 5%); "
+          f"advise took {advise_s:.0f} s vs sweep {sweep_s:.0f} s = {ratio:.0%} "
+          f"({'within' if ratio <= 0.25 else 'OUTSIDE'} 25%)", flush=True)
+    stall_a, stall_s = stall_seconds(advised), stall_seconds(by.values())
+    print(f"{name}: stalled blocks (> {STALL:g}x their trial's median) added "
+          f"{stall_a:.0f} s to advise and {stall_s:.0f} s to the sweep; without them "
+          f"{advise_s - stall_a:.0f} s vs {sweep_s - stall_s:.0f} s = "
+          f"{(advise_s - stall_a) / (sweep_s - stall_s):.0%}", flush=True)
 
 
 if __name__ == "__main__":
