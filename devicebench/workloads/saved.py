@@ -3,7 +3,9 @@
 The parent reads the archive's ``config.json`` (zip + JSON, no framework) to check it;
 the worker loads the model. Without data, training data is synthesised from the model's
 input and output signature and its loss; with ``model.keras::data.npz`` (arrays ``x``
-and ``y``) the user's data is used.
+and ``y``) the user's data is used. The archive may also hold the script's validation
+data (``x_val`` and ``y_val``: timed as ``fit`` validates at each epoch end) and the
+epochs it trains (a scalar ``epochs``: the whole-fit figure).
 """
 
 from __future__ import annotations
@@ -59,13 +61,30 @@ def validate(ref: str) -> None:
         _load_arrays(data)
 
 
-def _load_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def _load_arrays(path: Path) -> dict[str, Any]:
+    """``x`` and ``y``, and ``x_val``/``y_val`` and ``epochs`` when the file holds them."""
     if not path.is_file():
         raise InputError(f"data file not found: {path}",
                          fix="save it with np.savez(path, x=..., y=...)")
     try:
         with np.load(path) as npz:
-            return npz["x"], npz["y"]
+            out: dict[str, Any] = {k: npz[k] for k in ("x", "y")}
+            present = [k for k in ("x_val", "y_val") if k in npz.files]
+            if len(present) == 1:
+                raise InputError(f"{path} holds {present[0]} but not its pair",
+                                 why="validation data needs both inputs and targets",
+                                 fix="save both: np.savez(path, ..., x_val=..., y_val=...)")
+            if present:
+                out["validation"] = (npz["x_val"], npz["y_val"])
+            if "epochs" in npz.files:
+                epochs = npz["epochs"]
+                if epochs.shape != () or not np.issubdtype(epochs.dtype, np.integer) \
+                        or int(epochs) < 1:
+                    raise InputError(f"{path}: epochs must be one integer >= 1, got "
+                                     f"{epochs.tolist()!r}",
+                                     fix="save it as np.savez(path, ..., epochs=20)")
+                out["epochs"] = int(epochs)
+            return out
     except (KeyError, ValueError, OSError) as exc:
         raise InputError(f"cannot read arrays x and y from {path} ({exc})",
                          fix="save them with np.savez(path, x=x_train, y=y_train)") from None
@@ -110,10 +129,13 @@ def keras_file_workload(ref: str) -> Workload:
     def build_model(keras: Any) -> Any:
         return keras.saving.load_model(model_path, compile=False)
 
+    arrays = _load_arrays(data_path) if data_path is not None else {}
+
     def make_data(seed: int) -> TrainData:
-        if data_path is not None:
-            x, y = _load_arrays(data_path)
-            return TrainData(x, y, note=f"user data from {data_path} ({len(x)} samples)")
+        if arrays:
+            x = arrays["x"]
+            return TrainData(x, arrays["y"], validation=arrays.get("validation"),
+                             note=f"user data from {data_path} ({len(x)} samples)")
         import keras
 
         return _synthesise(keras.saving.load_model(model_path, compile=False), loss, seed)
@@ -124,4 +146,5 @@ def keras_file_workload(ref: str) -> Workload:
     metrics = tuple(m for m in (cc.get("metrics") or []) if isinstance(m, str))
     return Workload(name=model_path.name, description=f"saved model {model_path}",
                     build_model=build_model, make_data=make_data, loss=loss,
-                    optimizer=optimizer, batch_size=DEFAULT_BATCH, metrics=metrics)
+                    optimizer=optimizer, batch_size=DEFAULT_BATCH, metrics=metrics,
+                    epochs=arrays.get("epochs"))

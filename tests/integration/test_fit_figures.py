@@ -79,3 +79,31 @@ def test_validation_is_timed_in_a_trials_first_rounds_only():
     assert list(r.validation_rounds) == list(r.block_rounds[:VALIDATION_TIMINGS])
     # every round's epoch still holds a validation pass: the median one where none ran
     assert row.fit.epoch.n == rounds
+
+
+@requires_jax
+def test_a_saved_model_workload_declares_validation_and_epochs_in_its_data(tmp_path):
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    model_path, data_path = tmp_path / "small.keras", tmp_path / "data.npz"
+    code = (
+        "import keras\n"
+        "m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3, activation='softmax')])\n"
+        "m.compile(loss='sparse_categorical_crossentropy', optimizer='adam')\n"
+        f"m.save({str(model_path)!r})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                   env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"})
+    rng = np.random.default_rng(0)
+    np.savez(data_path, x=rng.standard_normal((256, 8)).astype("float32"),
+             y=rng.integers(0, 3, 256), x_val=rng.standard_normal((64, 8)).astype("float32"),
+             y_val=rng.integers(0, 3, 64), epochs=7)
+    spec = TrialSpec(f"{model_path}::{data_path}", backend="jax")
+    (row,) = compare(run_workload_group([spec], FAST))
+    r = row.result
+    assert r.status == "ok", r.error
+    assert r.validation_samples == 64 and r.workload_epochs == 7
+    assert len(r.validation_seconds) == 3 and row.fit.fit_s is not None

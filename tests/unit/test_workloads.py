@@ -193,3 +193,22 @@ def test_mnist_cnn_uses_real_mnist_from_the_keras_cache(tmp_path, monkeypatch):
     np.testing.assert_allclose(data.x[..., 0], x_train.astype(np.float32) / 255)
     assert data.y.dtype == np.int32
     np.testing.assert_array_equal(data.y, y_train)
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"x_val": np.zeros((4, 8), "float32")}, "holds x_val but not its pair"),
+    ({"epochs": np.array([5, 6])}, "epochs must be one integer >= 1"),
+    ({"epochs": np.array(0)}, "epochs must be one integer >= 1"),
+])
+def test_a_saved_models_data_file_is_checked_before_any_worker(tmp_path, extra, message):
+    from devicebench.errors import InputError
+    from devicebench.workloads.saved import _load_arrays
+
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((4, 8), "float32"), y=np.zeros(4, "int32"), **extra)
+    with pytest.raises(InputError, match=message):
+        _load_arrays(path)
+    np.savez(path, x=np.zeros((4, 8), "float32"), y=np.zeros(4, "int32"),
+             x_val=np.ones((2, 8), "float32"), y_val=np.ones(2, "int32"), epochs=20)
+    arrays = _load_arrays(path)
+    assert arrays["epochs"] == 20 and arrays["validation"][0].shape == (2, 8)
