@@ -1,8 +1,9 @@
 """From a trial's raw samples to the figures a user holds against their training log:
 the epoch as Keras' log shows it (training pass + validation pass) and how long a whole
-``fit`` of the script's N epochs takes (the first epoch, compilation included, then
-N-1 epochs at the mean epoch time: a total's expectation is N times the mean, and an
-epoch now and then far slower than the median still adds to the user's stopwatch).
+``fit`` of the script's N epochs takes (the first epoch's one-time cost — compilation,
+fit's start, warm-up — plus N epochs at the mean epoch time: a total's expectation is N
+times the mean, and an epoch now and then far slower than the median still adds to the
+user's stopwatch).
 
 Example:
     >>> est = fit_estimate(result)  # doctest: +SKIP

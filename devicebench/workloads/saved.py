@@ -3,7 +3,7 @@
 The parent reads the archive's ``config.json`` (zip + JSON, no framework) to check it;
 the worker loads the model. Without data, training data is synthesised from the model's
 input and output signature and its loss; with ``model.keras::data.npz`` (arrays ``x``
-and ``y``) the user's data is used. The archive may also hold the script's validation
+and ``y``) the user's data is used. The data file may also hold the script's validation
 data (``x_val`` and ``y_val``: timed as ``fit`` validates at each epoch end) and the
 epochs it trains (a scalar ``epochs``: the whole-fit figure).
 """
