@@ -260,7 +260,7 @@ def _hooks_line(res: dict, epoch_ms: float) -> str:
         return ""
     added = h["with"] - h["without"]
     waits = (f" (device syncs at its blocks' ends, {h['waits']:.2f} ms per epoch, left out: "
-             "the steps' own time)" if h["waits"] > 0 else "")
+             "the steps' own time)" if h["waits"] >= 0.005 else "")
     return (f"  inside the hooks: {h['with']:.3f} ms per epoch with the monitor{waits}, "
             f"{h['without']:.3f} ms without: the monitor's own work adds {added:.3f} ms "
             f"= {added / epoch_ms * 100:.2f}% of an epoch\n")

@@ -40,9 +40,11 @@ class FitEstimate:
             added, as the parts are shown).
         mean_epoch: the mean per-round epoch (stalled rounds left out) and its 95% CI:
             what N epochs add up to.
-        one_time_s: what the first epoch costs beyond a steady one: the first step's
-            tracing/compilation, fit's start and the warm-up until the step time
-            settled, and the first validation pass's compilation.
+        one_time_s: what the first epoch costs beyond a steady one: the step's
+            tracing/compilation (in the trial's first step, or in its fit's warm-up —
+            TensorFlow traces fit's step again — whichever is larger: a user's fit pays
+            it once), fit's start and the warm-up until the step time settled, and the
+            first validation pass's compilation.
         epochs: N, the epochs the workload's script trains (None: not stated, no fit
             figure).
     """
@@ -116,12 +118,17 @@ def fit_estimate(result: TrialResult, epochs: int | None = None) -> FitEstimate 
     epoch = summarize(per_round)
     steady = [e for e in per_round if e <= STALL_FACTOR * epoch.median]
     step = result.step_time.median
-    one_time = 0.0
+    first = warm = 0.0
     if result.first_step_seconds is not None:
-        one_time += max(0.0, result.first_step_seconds - step)
+        first = max(0.0, result.first_step_seconds - step)
     if result.warmup_seconds is not None and result.warmup_blocks:
         block = step * max(result.steps_per_block, 1)
-        one_time += max(0.0, result.warmup_seconds - result.warmup_blocks * block)
+        warm = max(0.0, result.warmup_seconds - result.warmup_blocks * block)
+    # The trial compiled its step twice where the backend keeps train_on_batch's and
+    # fit's apart (TensorFlow traces one tf.function per path: the first step, then
+    # again in fit's warm-up); JAX and torch compile it once and fit reuses it. A user's
+    # fit pays one of them: the larger.
+    one_time = max(first, warm)
     if val is not None and result.validation_first_seconds is not None:
         one_time += max(0.0, result.validation_first_seconds - val)
     return FitEstimate(train_s=step * spe, validation_s=val,
