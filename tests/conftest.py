@@ -44,6 +44,20 @@ def assert_one_line_error(res: CliResult, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
+def save_keras_model(path, layers: str, loss: str, optimizer: str) -> None:
+    """Build ``keras.Sequential([keras.Input(...), ...])`` from ``layers`` (its list's
+    inside, as code), compile it and save it to ``path``, in a JAX subprocess: the tests
+    themselves never import a framework."""
+    code = (
+        "import keras\n"
+        f"m = keras.Sequential([{layers}])\n"
+        f"m.compile(loss={loss!r}, optimizer={optimizer})\n"
+        f"m.save({str(path)!r})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                   env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"})
+
+
 def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 

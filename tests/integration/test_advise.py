@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import devicebench
-from tests.conftest import assert_one_line_error, requires_jax, requires_tf, run_cli
+from tests.conftest import (
+    assert_one_line_error,
+    requires_jax,
+    requires_tf,
+    run_cli,
+    save_keras_model,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 W = str(ROOT / "tests" / "fixtures" / "workloads.py")
@@ -39,15 +43,9 @@ def test_search_rejects_nan_candidate_and_compares_with_baseline(tmp_path):
 @requires_jax
 def test_python_api_on_a_saved_keras_model_round_trip(tmp_path):
     model_path = tmp_path / "small.keras"
-    code = (
-        "import keras, sys\n"
-        "m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation='relu'),"
-        " keras.layers.Dense(3, activation='softmax')])\n"
-        "m.compile(loss='sparse_categorical_crossentropy', optimizer=keras.optimizers.Adam(0.01))\n"
-        f"m.save({str(model_path)!r})\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                   env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"})
+    save_keras_model(model_path, "keras.Input((8,)), keras.layers.Dense(16, activation='relu'),"
+                     " keras.layers.Dense(3, activation='softmax')",
+                     "sparse_categorical_crossentropy", "keras.optimizers.Adam(0.01)")
     advice = devicebench.advise(str(model_path), budget=20, baseline="backend=jax",
                                 db=tmp_path / "b.db")
     assert advice.baseline_row is not None and advice.baseline_row.result.status == "ok"

@@ -11,7 +11,7 @@ import pytest
 from devicebench.trials.engine import RunOptions, run_workload_group
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import compare
-from tests.conftest import requires_jax, requires_tf
+from tests.conftest import requires_jax, requires_tf, save_keras_model
 
 ROOT = Path(__file__).resolve().parents[2]
 W = str(ROOT / "tests" / "fixtures" / "workloads.py")
@@ -83,20 +83,11 @@ def test_validation_is_timed_in_a_trials_first_rounds_only():
 
 @requires_jax
 def test_a_saved_model_workload_declares_validation_and_epochs_in_its_data(tmp_path):
-    import subprocess
-    import sys
-
     import numpy as np
 
     model_path, data_path = tmp_path / "small.keras", tmp_path / "data.npz"
-    code = (
-        "import keras\n"
-        "m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3, activation='softmax')])\n"
-        "m.compile(loss='sparse_categorical_crossentropy', optimizer='adam')\n"
-        f"m.save({str(model_path)!r})\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                   env={"KERAS_BACKEND": "jax", "PATH": "/usr/bin:/bin"})
+    save_keras_model(model_path, "keras.Input((8,)), keras.layers.Dense(3, activation='softmax')",
+                     "sparse_categorical_crossentropy", "'adam'")
     rng = np.random.default_rng(0)
     np.savez(data_path, x=rng.standard_normal((256, 8)).astype("float32"),
              y=rng.integers(0, 3, 256), x_val=rng.standard_normal((64, 8)).astype("float32"),
