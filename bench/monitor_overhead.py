@@ -3,10 +3,11 @@
 Two paired designs, each in one process per workload on one compiled model (JAX by
 default), with and without the monitor, interleaved:
 
-``--design epochs`` (default): adjacent epochs of ONE long ``fit``. The machine's speed
-  here drifts over seconds (the same segment varies +-10% from one second to the next), so
-  the pairs are the shortest unit a user's training has, two neighbouring epochs: the
-  monitor is on in one and off in the other (the order flips every pair). A thin switch
+``--design epochs`` (default): adjacent epochs of ONE long ``fit``. On this VM per-pair
+  ratios spread +-10-12% (IQR) whether a pair is two 80 ms epochs or two 1.6 s fits, so a
+  CI near +-0.5% takes thousands of pairs, and they must be cheap: a pair is two
+  neighbouring epochs, the monitor on in one and off in the other (the order flips every
+  pair), the shortest unit a user's training has. A thin switch
   forwards Keras' hooks to a real ``TrainingMonitor`` only in its "on" epochs (its "off"
   cost, one call per step that returns at once, is paid by both arms). Each epoch is
   timed from the end of the last to the end of this one (a timer after every other
