@@ -34,8 +34,8 @@ syncs).
 Usage: python bench/monitor_overhead.py [--design epochs|fits] [--backend jax]
        [--pairs N] [--warmup N] [--workloads seed-rnn,mnist-cnn]
 Defaults, epochs: seed-rnn 1500 pairs of ~80 ms epochs (each epoch varies +-25% here, so
-a CI of +-0.5% takes that many), mnist-cnn 60 pairs of ~1 s epochs (about 7 minutes for
-both on a quiet 2-core VM with JAX); fits: 40 and 20 pairs (about 5 minutes).
+a CI of +-0.5% takes that many), mnist-cnn 200 pairs of ~1 s epochs (about 11 minutes
+for both on a quiet 2-core VM with JAX); fits: 40 and 20 pairs (about 5 minutes).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ TARGET = 0.01
 # workload -> (samples per epoch, epochs per segment, default pairs): --design fits
 SEGMENTS = {"seed-rnn": (7000, 20, 40), "mnist-cnn": (4096, 2, 20)}
 # workload -> (samples per epoch, default pairs): --design epochs
-EPOCHS = {"seed-rnn": (7000, 1500), "mnist-cnn": (2048, 60)}
+EPOCHS = {"seed-rnn": (7000, 1500), "mnist-cnn": (2048, 200)}
 
 
 def epochs_worker(name: str, pairs: int, warmup: int) -> dict:
@@ -272,7 +272,7 @@ def main() -> None:
     ap.add_argument("--design", choices=("epochs", "fits"), default="epochs")
     ap.add_argument("--backend", default="jax")
     ap.add_argument("--pairs", type=int, default=None,
-                    help="pairs per workload (default: epochs: seed-rnn 1500, mnist-cnn 60; "
+                    help="pairs per workload (default: epochs: seed-rnn 1500, mnist-cnn 200; "
                     "fits: 40, 20)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="untimed epochs (epochs) or pairs of fits (fits) first (default 2)")
