@@ -56,6 +56,20 @@ SEGMENTS = {"seed-rnn": (7000, 20, 40), "mnist-cnn": (4096, 2, 20)}
 EPOCHS = {"seed-rnn": (7000, 1500), "mnist-cnn": (2048, 200)}
 
 
+def _compiled(name: str, samples: int):
+    """The workload, its model built and compiled as the workload does, and its first
+    ``samples`` training samples."""
+    import keras
+
+    from devicebench.workloads import get_workload
+
+    wl = get_workload(name)
+    data = wl.make_data(wl.default_seed)
+    model = wl.build_model(keras)
+    model.compile(optimizer=wl.optimizer(keras), loss=wl.loss, metrics=list(wl.metrics))
+    return wl, model, data.x[:samples], data.y[:samples]
+
+
 def epochs_worker(name: str, pairs: int, warmup: int) -> dict:
     """Adjacent epochs of one fit, the monitor on in one of each pair (see the module
     doc). Returns per-epoch wall and CPU seconds of each arm, in pair order."""
@@ -64,14 +78,9 @@ def epochs_worker(name: str, pairs: int, warmup: int) -> dict:
     import keras
 
     from devicebench.keras import TrainingMonitor
-    from devicebench.workloads import get_workload
 
     samples, _ = EPOCHS[name]
-    wl = get_workload(name)
-    data = wl.make_data(wl.default_seed)
-    x, y = data.x[:samples], data.y[:samples]
-    model = wl.build_model(keras)
-    model.compile(optimizer=wl.optimizer(keras), loss=wl.loss, metrics=list(wl.metrics))
+    wl, model, x, y = _compiled(name, samples)
     warmup = max(warmup, 2)
     # epoch -> monitor on? Warm-up epochs on (its blocks grow there); then pairs.
     on = [True] * warmup
@@ -176,17 +185,10 @@ def fits_worker(name: str, pairs: int, warmup: int) -> dict:
     import gc
     import time
 
-    import keras
-
     from devicebench.keras import TrainingMonitor
-    from devicebench.workloads import get_workload
 
     samples, epochs, _ = SEGMENTS[name]
-    wl = get_workload(name)
-    data = wl.make_data(wl.default_seed)
-    x, y = data.x[:samples], data.y[:samples]
-    model = wl.build_model(keras)
-    model.compile(optimizer=wl.optimizer(keras), loss=wl.loss, metrics=list(wl.metrics))
+    wl, model, x, y = _compiled(name, samples)
 
     def segment(monitored: bool) -> tuple[float, float, dict | None]:
         cbs = [TrainingMonitor(verbose=0)] if monitored else []

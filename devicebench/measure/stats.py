@@ -52,14 +52,19 @@ def summarize(samples: Sequence[float]) -> Summary:
     if x.size == 0:
         raise ValueError("no samples")
     q1, med, q3 = np.percentile(x, [25, 50, 75])
+    lo, hi = _bootstrap_ci(x, np.median)
+    return Summary(int(x.size), float(med), float(q1), float(q3), lo, hi)
+
+
+def _bootstrap_ci(x: np.ndarray, statistic) -> tuple[float, float]:
+    """95% bootstrap CI of ``statistic`` (a numpy reduction taking ``axis``) over ``x``;
+    with fewer than 3 samples, the sample range (honestly wide)."""
     if x.size < 3:
-        lo, hi = float(x.min()), float(x.max())
-    else:
-        idx = _rng().integers(0, x.size, size=(N_BOOT, x.size))
-        meds = np.median(x[idx], axis=1)
-        alpha = (1 - CI_LEVEL) / 2
-        lo, hi = np.quantile(meds, [alpha, 1 - alpha])
-    return Summary(int(x.size), float(med), float(q1), float(q3), float(lo), float(hi))
+        return float(x.min()), float(x.max())
+    idx = _rng().integers(0, x.size, size=(N_BOOT, x.size))
+    alpha = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(statistic(x[idx], axis=1), [alpha, 1 - alpha])
+    return float(lo), float(hi)
 
 
 def mean_ci(samples: Sequence[float]) -> tuple[float, float, float]:
@@ -74,13 +79,7 @@ def mean_ci(samples: Sequence[float]) -> tuple[float, float, float]:
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
         raise ValueError("no samples")
-    if x.size < 3:
-        return float(x.mean()), float(x.min()), float(x.max())
-    idx = _rng().integers(0, x.size, size=(N_BOOT, x.size))
-    means = x[idx].mean(axis=1)
-    alpha = (1 - CI_LEVEL) / 2
-    lo, hi = np.quantile(means, [alpha, 1 - alpha])
-    return float(x.mean()), float(lo), float(hi)
+    return (float(x.mean()), *_bootstrap_ci(x, np.mean))
 
 
 @dataclass(frozen=True)

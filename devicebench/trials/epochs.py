@@ -55,7 +55,7 @@ class FitEstimate:
     epoch: Summary
     one_time_s: float
     epochs: int | None
-    mean_epoch: tuple[float, float, float] = (0.0, 0.0, 0.0)  # mean, CI low, CI high
+    mean_epoch: tuple[float, float, float]  # mean, CI low, CI high
 
     @property
     def epoch_s(self) -> float:
