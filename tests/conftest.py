@@ -11,6 +11,14 @@ from dataclasses import dataclass
 
 import pytest
 
+# The suite isolates itself from the shell it runs in: a user's store, monitor switch or
+# Keras backend (the README suggests `export DEVICEBENCH_DB=...`) must not change what a
+# test sees. Tests that need one of these set it themselves.
+USER_ENVIRONMENT = ("DEVICEBENCH_DB", "DEVICEBENCH_MONITOR", "DEVICEBENCH_MONITOR_PATH",
+                    "KERAS_BACKEND", "TF_USE_LEGACY_KERAS")
+for _name in USER_ENVIRONMENT:
+    os.environ.pop(_name, None)
+
 
 @dataclass
 class CliResult:

@@ -46,13 +46,17 @@ def probe() -> dict[str, Any]:
     except Exception:
         pass
     out["build"] = build
+    # Recorded verbatim; the parent interprets it (env.interpret.memory_stats_from_raw).
+    call = "jax.devices()[0].memory_stats()"
     try:
         dev = jax.devices()[0]
         jax.device_put(1.0, dev).block_until_ready()
         stats = dev.memory_stats()
-        out["memory_stats"] = "works" if stats else "unsupported"
+        result = None if stats is None else {
+            k: int(v) for k, v in stats.items() if isinstance(v, int | float)}
+        out["memory_stats_raw"] = {"call": call, "result": result}
     except Exception as exc:
-        out["memory_stats"] = f"error: {type(exc).__name__}: {exc}"[:300]
+        out["memory_stats_raw"] = {"call": call, "error": f"{type(exc).__name__}: {exc}"[:300]}
     return out
 
 

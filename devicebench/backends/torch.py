@@ -25,7 +25,7 @@ def probe() -> dict[str, Any]:
         build["cudnn_version"] = str(torch.backends.cudnn.version() or "")
     except Exception:
         build["cudnn_version"] = ""
-    memory = "unsupported"
+    memory, memory_detail = "unknown", "torch keeps memory statistics for CUDA devices only"
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
@@ -38,17 +38,17 @@ def probe() -> dict[str, Any]:
                     "memory_bytes": int(props.total_memory),
                 }
             )
-        memory = "works"
+        memory, memory_detail = "works", ""
     mps = getattr(torch.backends, "mps", None)
     build["mps_built"] = bool(mps and mps.is_built())
     if mps is not None and mps.is_available():
         devices.append({"name": "mps", "kind": "MPS", "description": "Apple GPU (MPS)"})
         if memory != "works":
-            memory = "current only (MPS has no peak API)"
+            memory, memory_detail = "current only (MPS has no peak API)", ""
     out["physical_devices"] = devices
     out["logical_devices"] = [d["name"] for d in devices]
     out["build"] = build
-    out["memory_stats"] = memory
+    out["memory_stats"], out["memory_stats_detail"] = memory, memory_detail
     return out
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from devicebench.env.snapshot import (
+    UNKNOWN_MEMORY,
     BlasInfo,
     DeviceInfo,
     EnvSnapshot,
@@ -229,6 +230,50 @@ def load_errors_from_log(text: str) -> list[str]:
     return seen
 
 
+# A framework's own words for "I cannot report memory on this device" (not a fault):
+# TF 2.21 on some hosts: "ValueError: Allocator stats not available for device 'CPU:0'";
+# an unimplemented call: NotImplementedError / UnimplementedError / "not supported".
+_CANNOT_REPORT_MEMORY = re.compile(
+    r"(stats not available|not available for device|not implemented|unimplemented"
+    r"|not supported|unsupported)", re.IGNORECASE,
+)
+
+
+def memory_stats_from_raw(raw: dict | None) -> tuple[str, str]:
+    """Interpret one memory-statistics call the probe worker made on its device.
+
+    ``raw`` is what the worker recorded, verbatim: ``{"call": ..., "result": ...}`` (the
+    returned value: a dict of byte counts, ``None`` or ``{}``) or ``{"call": ...,
+    "error": "ValueError: ..."}``. Every way of saying "this framework cannot report
+    memory here" — zeros, ``None``, an empty dict, the allocator-stats ``ValueError``, an
+    unimplemented call — becomes ``"unknown"``; a real figure is ``"works"``; any other
+    exception stays ``"error: ..."``. Returns ``(value, detail)``, the detail in the
+    framework's own words.
+
+    Example:
+        >>> memory_stats_from_raw({"call": "get_memory_info('CPU:0')",
+        ...                        "result": {"current": 0, "peak": 0}})
+        ('unknown', "get_memory_info('CPU:0') returned zeros")
+    """
+    if not raw:
+        return "", ""
+    call = str(raw.get("call", "the memory call"))
+    if raw.get("error"):
+        err = str(raw["error"])[:300]
+        if _CANNOT_REPORT_MEMORY.search(err):
+            return UNKNOWN_MEMORY, f"{call} raised {err}"
+        return f"error: {err}", ""
+    result = raw.get("result")
+    if not result:
+        return UNKNOWN_MEMORY, f"{call} returned {result!r}"
+    if isinstance(result, dict):
+        counts = [v for v in result.values() if isinstance(v, int | float)]
+        if counts and any(v > 0 for v in counts):
+            return "works", ""
+        return UNKNOWN_MEMORY, f"{call} returned zeros"
+    return "works", ""
+
+
 def framework_probe_from_worker(
     name: str,
     status: str,
@@ -244,6 +289,9 @@ def framework_probe_from_worker(
         data["physical_devices"] = [
             build_dataclass(DeviceInfo, d) for d in data.get("physical_devices", [])
         ]
+        if "memory_stats_raw" in data:
+            data["memory_stats"], data["memory_stats_detail"] = memory_stats_from_raw(
+                data.pop("memory_stats_raw"))
         fields = set(FrameworkProbe.__dataclass_fields__)
         probe = FrameworkProbe(**{k: v for k, v in data.items() if k in fields})
         probe.load_errors = load_errors

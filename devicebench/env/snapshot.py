@@ -130,6 +130,10 @@ class DeviceInfo:
     memory_bytes: int | None = None
 
 
+UNKNOWN_MEMORY = "unknown"
+_LEGACY_UNKNOWN_MEMORY = {"zeros": "returned zeros", "unsupported": "returned no statistics"}
+
+
 @dataclass
 class FrameworkProbe:
     """Result of importing one framework in its own subprocess.
@@ -148,12 +152,22 @@ class FrameworkProbe:
     keras_version: str = ""
     keras_jit_auto: bool | None = None  # how jit_compile="auto" resolved on this backend
     keras_error: str = ""
-    memory_stats: str = ""  # "works" | "zeros" (unknown) | "unsupported" | "error: ..."
+    # "works" | "unknown" (the framework cannot report memory on this device) | "error: ...";
+    # the detail keeps the framework's own words ("returned zeros", "ValueError: ...").
+    memory_stats: str = ""
+    memory_stats_detail: str = ""
     # Library-loading failures the framework logged while importing, even when the
     # import succeeded (TF: "Could not load dynamic library 'libcudnn.so.7'; ...").
     load_errors: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # exception text / stderr tail when status != ok
+
+    def __post_init__(self) -> None:
+        # Snapshots saved before "unknown" existed spelled it "zeros" or "unsupported".
+        legacy = _LEGACY_UNKNOWN_MEMORY.get(self.memory_stats)
+        if legacy is not None:
+            self.memory_stats = UNKNOWN_MEMORY
+            self.memory_stats_detail = self.memory_stats_detail or legacy
 
     @property
     def gpu_devices(self) -> list[DeviceInfo]:

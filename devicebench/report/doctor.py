@@ -148,9 +148,11 @@ def render_doctor(
             keras = f"Keras {p.keras_version}, jit_compile=\"auto\" resolves to {jit}"
         else:
             keras = f"Keras: {p.keras_error or 'not importable'}"
-        mem = {"zeros": "reads zeros (unknown)", "unsupported": "not available (unknown)"}
-        con.print(f"  {'':<{name_w + ver_w}}{keras}; memory stats: "
-                  f"{mem.get(p.memory_stats, p.memory_stats)}", markup=False, highlight=False)
+        mem = p.memory_stats or "?"
+        if p.memory_stats_detail:
+            mem += f" ({p.memory_stats_detail})"
+        con.print(f"  {'':<{name_w + ver_w}}{keras}; memory stats: {mem}",
+                  markup=False, highlight=False)
 
     ordered = sort_findings(findings)
     counts = {s: sum(f.severity == s for f in ordered) for s in SEVERITIES}

@@ -33,7 +33,11 @@ def test_real_probe_finds_tensorflow_cpu_and_keras(tf_snapshot):
     # Keras 3 resolves jit_compile="auto" to False on TF without an accelerator.
     assert tf.keras_jit_auto is False
     assert tf.import_seconds and tf.import_seconds > 0
-    assert tf.memory_stats in ("zeros", "works")
+    # TF 2.21 on a CPU reads zeros on some hosts and raises on others: both are "unknown"
+    # (tests/unit/test_memory_stats.py replays each); a GPU build on a GPU reports bytes.
+    assert tf.memory_stats in ("unknown", "works"), tf.memory_stats
+    if tf.memory_stats == "unknown":
+        assert "get_memory_info" in tf.memory_stats_detail
 
 
 @requires_jax
@@ -42,7 +46,8 @@ def test_real_probe_jax_memory_stats_unknown_on_cpu():
     jax = snap.frameworks["jax"]
     assert jax.status == "ok", jax.error
     assert jax.physical_devices[0].kind == "CPU"
-    assert jax.memory_stats == "unsupported"  # None on CPU: unknown, never 0
+    assert jax.memory_stats == "unknown"  # None on CPU: unknown, never 0
+    assert "returned None" in jax.memory_stats_detail
     assert jax.keras_jit_auto is True
 
 
