@@ -67,6 +67,18 @@ def fmt_ratio(x: float) -> str:
     return f"{x:.2g}x" if x < 10 else f"{x:.0f}x"
 
 
+def fmt_ratio_ci(r: object | None) -> str:
+    """A speed-up with its CI and how it was measured, for the reports:
+    ``"2.00x [1.90–2.10] (12 interleaved rounds)"``; "-" for None. ``r`` is a
+    :class:`devicebench.measure.stats.Ratio` (value, ci_low, ci_high, n_rounds, interleaved).
+    """
+    if r is None:
+        return "-"
+    how = (f"{r.n_rounds} interleaved rounds" if getattr(r, "interleaved", True)
+           else "not interleaved")
+    return f"{r.value:.2f}x [{r.ci_low:.2f}–{r.ci_high:.2f}] ({how})"
+
+
 def fmt_count(x: float) -> str:
     """``1.23G``, ``45.6k``, ``812``."""
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):

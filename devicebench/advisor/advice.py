@@ -24,11 +24,12 @@ from devicebench.advisor.search import (
     rejection,
     search,
 )
-from devicebench.advisor.verdict import Headline, choose, headline
+from devicebench.advisor.verdict import choose
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import SpecError
 from devicebench.measure.peak import cpu_matmul_gflops
 from devicebench.measure.stats import paired_ratio
+from devicebench.trials.headline import Headline, headline
 from devicebench.trials.plan import installed_backends, machine_devices
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec

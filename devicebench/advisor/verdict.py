@@ -1,47 +1,16 @@
-"""The verdict from the final comparison: does the accelerator speed training up (the
-headline), which candidate pays back over the planned training, and which one to
-recommend."""
+"""The verdict from the final comparison: which candidate pays back over the planned
+training, and which one to recommend (the accelerator answer itself is
+:func:`devicebench.trials.headline.headline`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from devicebench.advisor.search import CandidateOutcome
-from devicebench.fmt import fmt_time
-from devicebench.measure.stats import Ratio, paired_ratio
+from devicebench.measure.stats import paired_ratio
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import ComparisonRow
-
-
-@dataclass(frozen=True)
-class Headline:
-    """Does this machine's accelerator speed this workload's training up? The same
-    configuration on the accelerator and on the CPU, measured interleaved.
-
-    Attributes:
-        backend: the framework both trials ran on.
-        accelerator: gpu:N | mps, or "" when the machine has none.
-        ratio: CPU step time / accelerator step time with its CI (>1: the accelerator is
-            faster); None when one side did not measure.
-        text: the answer in one sentence.
-    """
-
-    backend: str
-    accelerator: str
-    ratio: Ratio | None
-    text: str
-    accelerator_step_s: float | None = None
-    cpu_step_s: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        r = self.ratio
-        return {"backend": self.backend, "accelerator": self.accelerator,
-                "speedup_over_cpu": ({"value": r.value, "ci95": [r.ci_low, r.ci_high],
-                                      "rounds": r.n_rounds} if r else None),
-                "accelerator_step_s": self.accelerator_step_s,
-                "cpu_step_s": self.cpu_step_s, "text": self.text}
 
 
 def _one_time(r: TrialResult) -> float:
@@ -77,50 +46,6 @@ def payback(candidate: TrialResult, baseline: TrialResult, epochs: int) -> Payba
 
 def _epochs(n: float) -> str:
     return "never" if n == float("inf") else f"{n:,.1f}"
-
-
-def headline(baseline: TrialSpec, partner: TrialSpec | None,
-             results: dict[TrialSpec, TrialResult]) -> Headline:
-    """The accelerator question answered from the final's interleaved rounds."""
-    w = baseline.workload
-    if partner is None:
-        return Headline(baseline.backend, "", None, (
-            f"No accelerator: this machine has no NVIDIA GPU (nvidia-smi) and is not an "
-            f"Apple Silicon Mac, so {w} was compared across backends and settings on the "
-            "CPU instead"))
-    acc_spec, cpu_spec = (baseline, partner) if partner.device == "cpu" else (partner,
-                                                                              baseline)
-    acc, cpu = results.get(acc_spec), results.get(cpu_spec)
-    dev, be = acc_spec.device, baseline.backend
-    failed = [r for r in (acc, cpu) if r is None or r.status != "ok" or not r.block_seconds]
-    if failed:
-        what = "; ".join(
-            f"{s.label}: " + ("not measured" if r is None else
-                              f"{r.status}" + (f" ({r.error.splitlines()[0]})"
-                                               if r.error.strip() else ""))
-            for s, r in ((acc_spec, acc), (cpu_spec, cpu)) if r in failed)
-        return Headline(be, dev, None, (
-            f"Accelerator: could not compare {dev} with the CPU for {w} on {be}: {what}"))
-    q = paired_ratio(cpu.round_step_times, acc.round_step_times)  # >1: accelerator faster
-    a_s, c_s = acc.step_time.median, cpu.step_time.median
-    steps = f"{fmt_time(a_s)} vs {fmt_time(c_s)} per step"
-    if q is None:
-        return Headline(be, dev, None, f"Accelerator: {dev} {steps} on the CPU (not "
-                        "measured in the same rounds: no ratio)", a_s, c_s)
-    rounds = f"{q.n_rounds} interleaved rounds"
-    ci = f"[95% CI {q.ci_low:.2g}-{q.ci_high:.2g}x, {rounds}]"
-    if q.ci_high < 1:
-        ci = f"[95% CI {1 / q.ci_high:.2g}-{1 / q.ci_low:.2g}x slower, {rounds}]"
-    if q.ci_low > 1:
-        text = (f"Accelerator: yes — {dev} trains {w} {q.value:.1f}x faster than the CPU "
-                f"on {be} ({steps}) {ci}")
-    elif q.ci_high < 1:
-        text = (f"Accelerator: no — {dev} is {1 / q.value:.1f}x SLOWER than the CPU for "
-                f"{w} on {be} ({steps}) {ci}; this model trains faster on the CPU")
-    else:
-        text = (f"Accelerator: no measurable difference — {dev} vs the CPU for {w} on "
-                f"{be}: {q.value:.2f}x ({steps}) {ci}")
-    return Headline(be, dev, q, text, a_s, c_s)
 
 
 def choose(rows: list[ComparisonRow], baseline: TrialSpec, outcomes: dict[TrialSpec,

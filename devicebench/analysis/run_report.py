@@ -22,25 +22,11 @@ from devicebench.ops.analysis import analyse
 from devicebench.store.db import ResultStore
 from devicebench.store.runs import TRAINING_COMMANDS, StoredRun, latest_run_id, load_run
 from devicebench.trials.epochs import fit_estimate
+from devicebench.trials.headline import Headline, device_partner, headline
 from devicebench.trials.result import TrialResult
 from devicebench.trials.summary import compare
 
 SAME_MATH = ("reference", "same")
-
-
-@dataclass(frozen=True)
-class Speedup:
-    """A ratio with its CI and how it was measured (interleaved rounds or not)."""
-
-    value: float
-    ci_low: float
-    ci_high: float
-    interleaved: bool
-    n: int
-
-    @classmethod
-    def of(cls, r: Ratio, interleaved: bool) -> Speedup:
-        return cls(r.value, r.ci_low, r.ci_high, interleaved, r.n_rounds)
 
 
 @dataclass(frozen=True)
@@ -55,7 +41,7 @@ class ConfigFigures:
     ci_low_s: float | None
     ci_high_s: float | None
     n_blocks: int
-    speedup: Speedup | None  # vs the workload's reference (>1: faster)
+    speedup: Ratio | None  # vs the workload's reference (>1: faster)
     is_reference: bool
     samples_per_s: float | None
     epoch_s: float | None
@@ -67,19 +53,6 @@ class ConfigFigures:
     loss_curve: list[tuple[int, float]]  # (step, loss): equivalence steps, or checkpoints
     spread_warning: str
     fit: dict[str, Any] | None = None  # FitEstimate.to_dict(): epoch parts, whole fit
-
-
-@dataclass(frozen=True)
-class Headline:
-    """Does the accelerator speed this workload up? ``answer``: yes | no | unclear |
-    not-measured; ``speedup`` = best CPU step time / best accelerator step time."""
-
-    workload: str
-    answer: str
-    text: str
-    accelerator: str = ""
-    cpu: str = ""
-    speedup: Speedup | None = None
 
 
 @dataclass
@@ -146,6 +119,8 @@ class RunReport:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["schema_version"] = 1
+        for w, wd in zip(self.workloads, d["workloads"], strict=True):
+            wd["headline"] = w.headline.to_dict()  # the same shape advise --json prints
         return d
 
 
@@ -208,7 +183,7 @@ def _curve(t: TrialResult) -> list[tuple[int, float]]:
     return sorted(pts)
 
 
-def _config(t: TrialResult, speedup: Speedup | None, is_ref: bool) -> ConfigFigures:
+def _config(t: TrialResult, speedup: Ratio | None, is_ref: bool) -> ConfigFigures:
     st = t.step_time
     return ConfigFigures(
         t.spec.label, t.spec.to_dict(), t.status, t.error.splitlines()[0] if t.error else "",
@@ -226,57 +201,33 @@ def _latest_per_spec(trials: list[TrialResult]) -> list[TrialResult]:
     return list(by_key.values())
 
 
-def _ratio(base: TrialResult, cand: TrialResult, interleaved: bool) -> Speedup | None:
+def _ratio(base: TrialResult, cand: TrialResult, interleaved: bool) -> Ratio | None:
     """``base`` time / ``cand`` time: paired by round only inside one interleaved group."""
     if interleaved and base.group_id == cand.group_id:
         r = paired_ratio(base.round_step_times, cand.round_step_times)
         if r is not None:
-            return Speedup.of(r, True)
-    r = ratio_of_medians(base.step_samples, cand.step_samples)
-    return Speedup.of(r, False) if r is not None else None
+            return r
+    return ratio_of_medians(base.step_samples, cand.step_samples)
 
 
-def _fmt_ratio(s: Speedup) -> str:
-    how = f"{s.n} interleaved rounds" if s.interleaved else "not interleaved"
+def _fmt_ratio(s: Ratio) -> str:
+    how = f"{s.n_rounds} interleaved rounds" if s.interleaved else "not interleaved"
     return f"{s.value:.2f}x (95% CI {s.ci_low:.2f}–{s.ci_high:.2f}, {how})"
 
 
-def _headline(workload: str, trials: list[TrialResult], interleaved: bool,
-              has_accel: bool) -> Headline:
-    ok = [t for t in trials if t.status == "ok" and t.block_seconds
-          and t.loss_verdict not in ("differs", "nan")]
-    accel = [t for t in ok if t.spec.device != "cpu"]
-    cpu = [t for t in ok if t.spec.device == "cpu"]
-    if not accel:
-        why = ("this machine shows no accelerator to any framework (doctor), so every "
-               "configuration ran on the CPU" if not has_accel else
-               "no accelerator configuration of it finished in this run")
-        text = f"Not measured: {why}."
-        if len(cpu) >= 2:
-            best = min(cpu, key=lambda t: t.step_time.median)
-            slow = max(cpu, key=lambda t: t.step_time.median)
-            s = _ratio(slow, best, interleaved)
-            if s is not None:
-                text += (f" The fastest configuration here is {best.spec.label}, "
-                         f"{_fmt_ratio(s)} faster than {slow.spec.label}.")
-        return Headline(workload, "not-measured", text, cpu=cpu[0].spec.label if cpu else "")
-    if not cpu:
-        return Headline(workload, "not-measured", "Not measured: no CPU configuration to "
-                        "compare the accelerator with in this run.")
-    best_a = min(accel, key=lambda t: t.step_time.median)
-    best_c = min(cpu, key=lambda t: t.step_time.median)
-    s = _ratio(best_c, best_a, interleaved)
-    if s is None:
-        return Headline(workload, "not-measured", "Not measured: no step times to compare.")
-    pair = f"{best_a.spec.label} vs {best_c.spec.label}, the fastest of each"
-    if s.ci_low > 1:
-        answer, text = "yes", f"Yes: the accelerator is {s.value:.2f}x faster ({pair})."
-    elif s.ci_high < 1:
-        answer, text = "no", (f"No: the CPU is {1 / s.value:.2f}x faster than the "
-                              f"accelerator ({pair}).")
-    else:
-        answer, text = "unclear", f"No clear difference: {s.value:.2f}x ({pair})."
-    return Headline(workload, answer, text, best_a.spec.label, best_c.spec.label, s)
+def _headline(trials: list[TrialResult], run: StoredRun, has_accel: bool) -> Headline:
+    """The one accelerator answer (:func:`~devicebench.trials.headline.headline`): an
+    advise run's stored headline as it printed it; for a ``run``, its reference
+    configuration against the same configuration on the other device."""
+    w = trials[0].spec.workload
+    summary = run.summary or {}
+    if (run.command == "advise" and summary.get("workload") == w
+            and isinstance(summary.get("headline"), dict)):
+        return Headline.from_dict(summary["headline"])
+    ref = next((t for t in trials if t.loss_verdict == "reference"), trials[0])
+    group = [t for t in trials if t.group_id == ref.group_id]
+    partner = device_partner(ref.spec, [t.spec for t in group])
+    return headline(ref.spec, partner, {t.spec: t for t in group}, has_accel)
 
 
 def _run_recommendation(wf: WorkloadFigures) -> None:
@@ -331,15 +282,14 @@ def training_figures(run: StoredRun, has_accel: bool) -> list[WorkloadFigures]:
         trials = _latest_per_spec([t for t in run.trials if t.spec.workload == w])
         if interleaved:
             rows = compare(trials)
-            configs = [_config(r.result, Speedup.of(r.speedup, True) if r.speedup else None,
-                               r.is_reference) for r in rows]
+            configs = [_config(r.result, r.speedup, r.is_reference) for r in rows]
         else:
             base = trials[0]
             configs = [_config(t, None if t is base or t.status != "ok" or not t.block_seconds
                                or not base.block_seconds else _ratio(base, t, False),
                                t is base) for t in trials]
         wf = WorkloadFigures(w, run.id, run.command, configs,
-                             _headline(w, trials, interleaved, has_accel))
+                             _headline(trials, run, has_accel))
         summary = run.summary
         if run.command == "advise" and summary and summary.get("workload") == w:
             _advice_recommendation(wf, summary)

@@ -90,6 +90,8 @@ class Ratio:
     ci_low: float
     ci_high: float
     n_rounds: int
+    # True: paired by interleaved round; False: independent samples (ratio of medians).
+    interleaved: bool = True
 
     @property
     def significant(self) -> bool:
@@ -180,7 +182,8 @@ def ratio_of_medians(baseline: Sequence[float], candidate: Sequence[float]) -> R
     if b.size < 3 or c.size < 3:
         lo = float(b.min() / c.max())
         hi = float(b.max() / c.min()) if c.min() > 0 else float("inf")
-        return Ratio(value, min(lo, value), max(hi, value), int(min(b.size, c.size)))
+        return Ratio(value, min(lo, value), max(hi, value), int(min(b.size, c.size)),
+                     interleaved=False)
     rng = np.random.default_rng(20261130)  # its own stream: figures stay as they were
     bb = np.median(b[rng.integers(0, b.size, size=(N_BOOT, b.size))], axis=1)
     cc = np.median(c[rng.integers(0, c.size, size=(N_BOOT, c.size))], axis=1)
@@ -188,4 +191,5 @@ def ratio_of_medians(baseline: Sequence[float], candidate: Sequence[float]) -> R
     boots = bb[ok] / cc[ok]
     alpha = (1 - CI_LEVEL) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha]) if boots.size else (value, value)
-    return Ratio(value, float(min(lo, value)), float(max(hi, value)), int(min(b.size, c.size)))
+    return Ratio(value, float(min(lo, value)), float(max(hi, value)), int(min(b.size, c.size)),
+                 interleaved=False)

@@ -15,10 +15,10 @@ from html import escape
 from devicebench.analysis.run_report import (
     ConfigFigures,
     RunReport,
-    Speedup,
     WorkloadFigures,
 )
 from devicebench.fmt import fmt_bytes, fmt_duration
+from devicebench.fmt import fmt_ratio_ci as _ratio
 from devicebench.report import charts
 
 CSS = """
@@ -47,13 +47,6 @@ def _e(text: object) -> str:
     return escape(str(text), quote=True)
 
 
-def _ratio(s: Speedup | None) -> str:
-    if s is None:
-        return "-"
-    how = f"{s.n} interleaved rounds" if s.interleaved else "not interleaved"
-    return f"{s.value:.2f}x [{s.ci_low:.2f}–{s.ci_high:.2f}] ({how})"
-
-
 def _figure(chart: charts.Chart | None, caption: str) -> str:
     if chart is None:
         return ""
@@ -68,7 +61,7 @@ def _headline(report: RunReport) -> str:
                      "<code>devicebench run seed-rnn</code> measures one.</p>")
     for w in report.workloads:
         h = w.headline
-        ratio = f" <span class=\"sub\">{_e(_ratio(h.speedup))}</span>" if h.speedup else ""
+        ratio = f" <span class=\"sub\">{_e(_ratio(h.ratio))}</span>" if h.ratio else ""
         parts.append(f'<p class="answer {_e(h.answer)}"><b>{_e(w.workload)}</b>: '
                      f"{_e(h.text)}{ratio}</p>")
     return "\n".join(parts)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 from devicebench.analysis.compare import RunComparison
-from devicebench.analysis.run_report import RunReport, Speedup
+from devicebench.analysis.run_report import RunReport
 from devicebench.fmt import fmt_bytes, fmt_duration
+from devicebench.fmt import fmt_ratio_ci as _ratio
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
@@ -15,13 +16,6 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 def md_escape(text: object) -> str:
     """Text that renders as itself in GitHub Markdown, also inside a table cell."""
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
-
-
-def _ratio(s: Speedup | None) -> str:
-    if s is None:
-        return "-"
-    how = f"{s.n} interleaved rounds" if s.interleaved else "not interleaved"
-    return f"{s.value:.2f}x [{s.ci_low:.2f}–{s.ci_high:.2f}] ({how})"
 
 
 def render_markdown(report: RunReport) -> str:
@@ -35,7 +29,7 @@ def render_markdown(report: RunReport) -> str:
         out.append("No training measured yet (`devicebench run seed-rnn`).")
     for w in report.workloads:
         h = w.headline
-        extra = f" — {e(_ratio(h.speedup))}" if h.speedup else ""
+        extra = f" — {e(_ratio(h.ratio))}" if h.ratio else ""
         out.append(f"- **{e(w.workload)}**: {e(h.text)}{extra}")
     out += ["", "### Environment", "", "| | |", "|---|---|"]
     out += [f"| {e(k)} | {e(v)} |" for k, v in report.environment]

@@ -17,7 +17,7 @@ import pytest
 from devicebench.advisor.advice import default_baseline, parse_baseline
 from devicebench.advisor.budget import SearchBudget, step_lower_bound
 from devicebench.advisor.figures import DeviceFigures
-from devicebench.advisor.verdict import Headline, choose, headline, payback
+from devicebench.advisor.verdict import choose, payback
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import InputError
 from devicebench.launch.worker import WorkerFailure
@@ -25,6 +25,7 @@ from devicebench.profiles import MachineProfile, load_profile
 from devicebench.profiles.profile import PROFILES_DIR
 from devicebench.profiles.replay import ReplayWorker, VirtualClock, replay_advise, replay_launcher
 from devicebench.profiles.shipped import build_all
+from devicebench.trials.headline import Headline, headline
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import compare

@@ -134,7 +134,11 @@ def test_h200_bundle_reproduces_the_recorded_figures(tmp_path):
     assert sp.interleaved and sp.value == pytest.approx(0.22417443996745218)
     head = {w.workload: w.headline for w in report.workloads}
     assert head["seed-rnn"].answer == "no" and head["mnist-cnn"].answer == "yes"
-    assert "CPU is 4.46x faster" in head["seed-rnn"].text
+    # The one accelerator answer: the reference configuration against itself on the GPU.
+    assert "gpu:0 is 4.5x SLOWER than the CPU for seed-rnn on jax" in head["seed-rnn"].text
+    assert (head["seed-rnn"].accelerator_label, head["seed-rnn"].cpu_label) == (
+        "jax/gpu:0", "jax/cpu")
+    assert head["seed-rnn"].ratio.value == pytest.approx(sp.value)
     # The op sweep re-analysed from the rebuilt blocks: the recorded crossovers.
     ops = json.loads((RECORDED / "ops.json").read_text())
     want = {(o["op"], p["label"]): p["crossover_size"] for o in ops["ops"] for p in o["paths"]

@@ -63,3 +63,29 @@ def test_advise_on_the_h200_profile(tmp_path):
         text = _rendered(lambda con, a=advice: render_advice(a, console=con))
         _check(f"h200-advise-{workload}.txt", text)
         assert "Verdict:" in text and "Why (from the measurements):" in text
+
+
+def test_report_of_an_advise_run_shows_the_headline_advise_printed(tmp_path):
+    """One accelerator answer: ``report --json`` of an advise run carries the headline
+    ``advise --json`` printed for it (same pair, same ratio, same CI), not a recomputed
+    one; the advise runs are replays on the shipped H200 profile, stored as the advise job
+    stores them."""
+    from devicebench.analysis.run_report import build_report
+    from devicebench.store import recorded_run
+
+    profile = load_profile("h200")
+    db = tmp_path / "r.db"
+    for workload in ("seed-rnn", "mnist-cnn"):
+        with recorded_run(db, profile.env_snapshot(), "advise", {"workload": workload}) as rec:
+            advice, _ = replay_advise(profile, workload, budget_s=40,
+                                      on_result=lambda r, rec=rec: rec.store.add_trial(
+                                          rec.run_id, r))
+            rec.summary = advice.to_dict()
+            run_id = rec.run_id
+        printed = json.loads(json.dumps(advice.to_dict(), default=str))["headline"]
+        with ResultStore.open(db) as store:
+            report = json.loads(json.dumps(build_report(store, run_id).to_dict(),
+                                           default=str))
+        (shown,) = [w["headline"] for w in report["workloads"] if w["workload"] == workload]
+        assert shown == printed
+        assert printed["speedup_over_cpu"] is not None and printed["accelerator_label"]
