@@ -18,6 +18,19 @@ from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import ComparisonRow
 
 
+def default_of(job: Callable[..., Any], parameter: str) -> Any:
+    """The default of one of ``job``'s parameters, so a command's option default is the
+    library call's, written once.
+
+    Example:
+        >>> default_of(run, "timeout")
+        300.0
+    """
+    import inspect
+
+    return inspect.signature(job).parameters[parameter].default
+
+
 def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> str:
     """A workload reference worker processes can load."""
     if isinstance(workload_or_model, str | Path):
@@ -189,7 +202,7 @@ def run(
     rounds: int | None = None,
     budget: float = 60.0,
     equivalence_steps: int = 50,
-    timeout: float = 600.0,
+    timeout: float = RunOptions.setup_timeout,
     memory_limit_mib: int | None = None,
     resume: bool = False,
     db: str | Path | None = None,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from devicebench import api
 from devicebench.cli import app, user_errors
 from devicebench.errors import SpecError
 
@@ -77,7 +78,7 @@ def run(
                                  help="Seconds of measuring per workload, after warm-up."),
     equivalence_steps: int = typer.Option(50, "--equivalence-steps", min=1,
                                           help="Steps whose losses are compared."),
-    timeout: float = typer.Option(300.0, "--timeout", min=1.0,
+    timeout: float = typer.Option(api.default_of(api.run, "timeout"), "--timeout", min=1.0,
                                   help="Seconds allowed for a trial's setup or one block."),
     memory_limit: int | None = typer.Option(
         None, "--memory-limit", min=1, metavar="MiB",
