@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from devicebench.errors import InputError
+from devicebench.schema import envelope
 from devicebench.trials.engine import RunOptions
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -177,8 +178,8 @@ class RunOutcome:
         return [r.result for r in self.rows if r.result.status != "ok"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": 1, "run_id": self.run_id, "notes": self.notes,
-                "results": [r.to_dict() for r in self.rows]}
+        return envelope("run", {"run_id": self.run_id, "notes": self.notes,
+                                "results": [r.to_dict() for r in self.rows]})
 
 
 class RunProgress(Protocol):
@@ -352,10 +353,10 @@ class OpsOutcome:
     analysis: Any  # devicebench.ops.records.OpsAnalysis
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": 1, "run_id": self.run_id,
-                "settings": {k: list(v) if isinstance(v, tuple) else v
-                             for k, v in self.settings.items()},
-                **self.analysis.to_dict()}
+        return envelope("ops", {"run_id": self.run_id,
+                                "settings": {k: list(v) if isinstance(v, tuple) else v
+                                             for k, v in self.settings.items()},
+                                **self.analysis.to_dict()})
 
 
 def ops(*, ops: tuple[str, ...] | None = None, modes: tuple[str, ...] | None = None,

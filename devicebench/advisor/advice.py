@@ -29,6 +29,7 @@ from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import SpecError
 from devicebench.measure.peak import cpu_matmul_gflops
 from devicebench.measure.stats import paired_ratio
+from devicebench.schema import envelope
 from devicebench.trials.headline import Headline, headline
 from devicebench.trials.plan import installed_backends, machine_devices
 from devicebench.trials.result import TrialResult
@@ -73,7 +74,7 @@ class AdviceResult:
 
     def to_dict(self) -> dict[str, Any]:
         rec = self.recommended_row
-        return {
+        return envelope("advise", {
             "workload": self.workload,
             "baseline": self.baseline.to_dict(),
             "budget_s": self.budget_s,
@@ -93,7 +94,7 @@ class AdviceResult:
             "epochs": self.epochs,
             "baseline_reason": self.baseline_reason,
             "search_stop": self.stop_reason,
-        }
+        })
 
 
 def parse_baseline(text: str | None, workload: str, default_backend: str) -> TrialSpec:

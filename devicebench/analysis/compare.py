@@ -20,6 +20,7 @@ from typing import Any
 
 from devicebench.errors import InputError
 from devicebench.measure.stats import Ratio, ratio_of_medians, summarize
+from devicebench.schema import envelope
 from devicebench.store.db import ResultStore
 from devicebench.store.runs import StoredRun, load_run
 from devicebench.trials.result import TrialResult
@@ -106,12 +107,13 @@ class RunComparison:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema_version": 1, "run_a": self.run_a, "run_b": self.run_b,
-                "label_a": self.label_a, "label_b": self.label_b,
-                "interleaved": False, "pairing": PAIRING,
-                "machine_differences": self.machine_differences,
-                "rows": [r.to_dict() for r in self.rows], "only_in_a": self.only_in_a,
-                "only_in_b": self.only_in_b, "notes": self.notes}
+        return envelope("compare", {
+            "run_a": self.run_a, "run_b": self.run_b,
+            "label_a": self.label_a, "label_b": self.label_b,
+            "interleaved": False, "pairing": PAIRING,
+            "machine_differences": self.machine_differences,
+            "rows": [r.to_dict() for r in self.rows], "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b, "notes": self.notes})
 
 
 def _latest_ok(run: StoredRun, workload: str | None) -> dict[str, TrialResult]:

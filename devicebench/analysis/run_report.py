@@ -19,6 +19,7 @@ from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
+from devicebench.schema import envelope
 from devicebench.store.db import ResultStore
 from devicebench.store.runs import TRAINING_COMMANDS, StoredRun, latest_run_id, load_run
 from devicebench.trials.epochs import fit_estimate
@@ -118,10 +119,9 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["schema_version"] = 1
         for w, wd in zip(self.workloads, d["workloads"], strict=True):
             wd["headline"] = w.headline.to_dict()  # the same shape advise --json prints
-        return d
+        return envelope("report", d)
 
 
 # -- environment -------------------------------------------------------------------------

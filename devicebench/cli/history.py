@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from devicebench.cli import app, user_errors
+from devicebench.schema import envelope
 
 DB_HELP = "SQLite results file (default: the user data directory)."
 
@@ -27,7 +28,7 @@ def history(
         rows = run_history(store, limit)
         where = store.path
     if json_out:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        print(json.dumps(envelope("history", {"runs": [r.to_dict() for r in rows]}), indent=2))
         return
     from rich.table import Table
 

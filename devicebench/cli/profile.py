@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from devicebench.cli import app, user_errors
+from devicebench.schema import envelope
 
 profile_app = typer.Typer(
     help="Record this machine's profile (every candidate configuration measured), or "
@@ -77,9 +78,9 @@ def replay(
     advice, spent = replay_advise(prof, workload, budget_s=budget, baseline=spec,
                                   epochs=epochs)
     if json_out:
-        print(json.dumps({"profile": prof.name, "derived": prof.derived,
-                          "spent_s": spent, "advice": advice.to_dict()}, indent=2,
-                         default=str))
+        print(json.dumps(envelope("profile-replay", {
+            "profile": prof.name, "derived": prof.derived, "spent_s": spent,
+            "advice": advice.to_dict()}), indent=2, default=str))
         return
     print(f"replayed on profile {prof.name}: {prof.label}"
           + (" (DERIVED from published figures)" if prof.derived else ""))

@@ -11,6 +11,7 @@ import typer
 from devicebench import api
 from devicebench.cli import app, user_errors
 from devicebench.errors import SpecError
+from devicebench.schema import envelope
 
 RUN_HELP = """Measure training speed per backend, device and configuration.
 
@@ -155,7 +156,7 @@ def list_workloads(json_out: bool = typer.Option(False, "--json")) -> None:
         rows.append({"name": w.name, "description": w.description, "batch_size": w.batch_size,
                      "flops_per_step": w.flops_per_step(), "params": w.params})
     if json_out:
-        print(json.dumps(rows, indent=2, default=str))
+        print(json.dumps(envelope("workloads", {"workloads": rows}), indent=2, default=str))
         return
     from rich.console import Console
     from rich.table import Table

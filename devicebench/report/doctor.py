@@ -12,8 +12,8 @@ from devicebench.env.finding import SEVERITIES, Finding, sort_findings
 from devicebench.env.script_check import ScriptReport
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.report.console import make_console
+from devicebench.schema import envelope
 
-DOCTOR_JSON_VERSION = 1
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
@@ -22,14 +22,13 @@ def doctor_json(snapshot: EnvSnapshot, findings: list[Finding],
     """The ``--json`` document: counts, findings, the script read (if any), the snapshot."""
     ordered = sort_findings(findings)
     doc: dict[str, Any] = {
-        "schema_version": DOCTOR_JSON_VERSION,
         "summary": {s: sum(f.severity == s for f in ordered) for s in SEVERITIES},
         "findings": [f.to_dict() for f in ordered],
     }
     if script is not None:
         doc["script"] = script.to_dict()
     doc["snapshot"] = snapshot.to_dict()
-    return doc
+    return envelope("doctor", doc)
 
 
 def script_line(script: ScriptReport) -> str:

@@ -25,6 +25,7 @@ def test_search_rejects_nan_candidate_and_compares_with_baseline(tmp_path):
                   "--budget", "30", "--json", "--db", str(tmp_path / "a.db"))
     assert res.returncode == 0, res.stderr[-3000:]
     doc = json.loads(res.stdout)
+    assert (doc["schema"], doc["version"]) == ("devicebench.advise", 1)
     cands = {c["spec"]["backend"] + "/" + c["spec"]["jit"]: c for c in doc["candidates"]}
     assert cands["tensorflow/auto"]["rejected"].startswith("nan: ")
     assert "loss became nan" in cands["tensorflow/auto"]["rejected"]

@@ -40,7 +40,8 @@ def _paths(doc, op):
 @requires_jax
 def test_sweep_structure_every_backend_mode_and_size(sweep):
     doc, _ = sweep
-    assert doc["schema_version"] == 1 and doc["accelerators"] == []
+    assert (doc["schema"], doc["version"]) == ("devicebench.ops", 2)
+    assert doc["accelerators"] == []
     assert any("no accelerator found" in n for n in doc["notes"])
     assert [(w["backend"], w["status"]) for w in doc["workers"]] == [
         ("numpy", "ok"), ("tensorflow", "ok"), ("jax", "ok")]

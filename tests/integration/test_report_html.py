@@ -132,7 +132,7 @@ def test_commands_end_to_end(tmp_path):
     assert res.returncode == 0 and "imported 2 run(s)" in res.stdout, res.stderr
     assert run_cli("import", str(H200), "--db", str(db)).returncode == 0
     assert _runs(db) == 3  # the second import added nothing
-    hist = json.loads(run_cli("history", "--json", "--db", str(db)).stdout)
+    hist = json.loads(run_cli("history", "--json", "--db", str(db)).stdout)["runs"]
     assert [h["imported_from"] for h in hist] == ["h200.json", "h200.json", ""]
     h200_run = hist[0]["id"]
     # "This model on that machine": the same spec on the H200 and here.
@@ -149,7 +149,7 @@ def test_commands_end_to_end(tmp_path):
                    str(db)).returncode == 0
     assert run_cli("import", str(bundle), "--db", str(fresh)).returncode == 0
     ids = [h["id"] for h in json.loads(run_cli("history", "--json", "--db",
-                                               str(fresh)).stdout)]
+                                               str(fresh)).stdout)["runs"]]
     again = json.loads(run_cli("compare", str(ids[1]), str(ids[0]), "--json", "--db",
                                str(fresh)).stdout)
     assert again["rows"][0]["speedup_b_over_a"] == row["speedup_b_over_a"]

@@ -46,6 +46,7 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
                   "--db", str(db))
     assert res.returncode == 0, res.stderr[-3000:]
     doc = json.loads(res.stdout)
+    assert (doc["schema"], doc["version"]) == ("devicebench.run", 2)
     rows = {r["spec"]["backend"]: r for r in doc["results"]}
     assert rows["tensorflow"]["is_reference"] and rows["tensorflow"]["status"] == "ok"
     jax = rows["jax"]
@@ -171,7 +172,7 @@ def test_bad_run_inputs_give_one_line_and_exit_2(tmp_path):
 def test_workloads_command_lists_flops():
     res = run_cli("workloads", "--json")
     assert res.returncode == 0, res.stderr
-    rows = {r["name"]: r for r in json.loads(res.stdout)}
+    rows = {r["name"]: r for r in json.loads(res.stdout)["workloads"]}
     assert {"seed-rnn", "mnist-cnn", "lstm-forecast", "mlp", "small-resnet",
             "tiny-transformer"} <= set(rows)
     assert all(r["flops_per_step"] and r["flops_per_step"] > 0 for r in rows.values())
