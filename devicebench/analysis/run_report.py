@@ -17,6 +17,7 @@ from typing import Any
 
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
+from devicebench.fmt import fmt_bytes
 from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
 from devicebench.schema import envelope
@@ -67,10 +68,6 @@ class WorkloadFigures:
     reasons: list[str] = field(default_factory=list)
     code: str = ""
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def loss_curves(self) -> list[ConfigFigures]:
-        return [c for c in self.configs if len(c.loss_curve) >= 2]
 
 
 @dataclass(frozen=True)
@@ -125,10 +122,6 @@ class RunReport:
 
 
 # -- environment -------------------------------------------------------------------------
-def _gib(n: int | None) -> str:
-    return f"{n / 2**30:.1f} GiB" if n else "unknown"
-
-
 def accelerators_seen(snap: EnvSnapshot) -> list[str]:
     """GPU names any source reported (nvidia-smi, the Apple chip, a framework)."""
     names: list[str] = []
@@ -147,7 +140,7 @@ def environment_lines(snap: EnvSnapshot) -> list[tuple[str, str]]:
     cores = f"{h.cpu_cores_physical or '?'} cores / {h.cpu_cores_logical or '?'} threads"
     lines = [("OS", f"{h.os_version or h.os} [{h.machine}]"),
              ("CPU", f"{h.apple_chip or h.cpu_model or 'unknown'}, {cores}, RAM "
-                     f"{_gib(h.ram_bytes)}"),
+                     f"{fmt_bytes(h.ram_bytes)}"),
              ("Python", f"{h.python_version} ({h.python_implementation})")]
     if snap.nvidia_smi is not None:
         smi = snap.nvidia_smi

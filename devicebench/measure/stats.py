@@ -26,10 +26,6 @@ class Summary:
     ci_high: float
 
     @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
-
-    @property
     def rel_ci_halfwidth(self) -> float:
         """Half the CI width relative to the median (0.03 = ±3%)."""
         if self.median <= 0:

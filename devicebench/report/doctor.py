@@ -11,6 +11,7 @@ from rich.text import Text
 from devicebench.env.finding import SEVERITIES, Finding, sort_findings
 from devicebench.env.script_check import ScriptReport
 from devicebench.env.snapshot import EnvSnapshot
+from devicebench.fmt import fmt_bytes
 from devicebench.report.console import make_console
 from devicebench.schema import envelope
 
@@ -40,10 +41,6 @@ def script_line(script: ScriptReport) -> str:
                "skipped" if script.skipped_cells else "")
     return (f"  Script   {script.path} ({what}, read with ast, never run): "
             f"{n} finding{'s' if n != 1 else ''}{skipped}")
-
-
-def _gib(n: int | None) -> str:
-    return f"{n / 2**30:.1f} GiB" if n else "unknown"
 
 
 def _devices(probe) -> str:
@@ -96,7 +93,7 @@ def render_doctor(
     con.print(f"  OS       {h.os_version or h.os} [{arch}]", **plain)
     cores = f"{h.cpu_cores_physical or '?'} cores / {h.cpu_cores_logical or '?'} threads"
     cpu = h.apple_chip or h.cpu_model or "unknown"
-    con.print(f"  CPU      {cpu}, {cores}, RAM {_gib(h.ram_bytes)}", **plain)
+    con.print(f"  CPU      {cpu}, {cores}, RAM {fmt_bytes(h.ram_bytes)}", **plain)
     con.print(f"  Python   {h.python_version} ({h.python_implementation}) {h.python_executable}",
               **plain)
     blas = snapshot.blas

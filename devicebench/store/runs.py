@@ -132,15 +132,6 @@ def latest_run_id(store: ResultStore, commands: tuple[str, ...] | None = None,
     return int(row[0]) if row else None
 
 
-def machine_of_run(store: ResultStore, run_id: int) -> int:
-    """The machine id run ``run_id`` was measured on."""
-    with store._read("reading a run") as c:
-        row = c.execute("SELECT machine_id FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if row is None:
-        raise _no_run(store, run_id)
-    return int(row[0])
-
-
 @dataclass(frozen=True)
 class HistoryRow:
     """One line of ``devicebench history``: a run, where it ran, what it stored."""
