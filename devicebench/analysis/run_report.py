@@ -17,11 +17,12 @@ from typing import Any
 
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
-from devicebench.fmt import fmt_bytes
+from devicebench.fmt import fmt_bytes, fmt_rate
 from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
 from devicebench.schema import envelope
 from devicebench.store.db import ResultStore
+from devicebench.store.ops import fullest_ops_run
 from devicebench.store.runs import TRAINING_COMMANDS, StoredRun, latest_run_id, load_run
 from devicebench.trials.epochs import fit_estimate
 from devicebench.trials.headline import Headline, device_partner, headline
@@ -312,7 +313,7 @@ def ops_section(run: StoredRun) -> OpsSection | None:
             if pts:
                 curves.append(OpsCurve(p.label, p.ref, pts, p.crossover))
         ops.append(OpsFigures(op.op, curves, list(op.verdict)))
-    peaks = {d: f"{p.flops_per_s / 1e9:,.0f} GFLOP/s ({p.label}, n={p.size})"
+    peaks = {d: f"{fmt_rate(p.flops_per_s, 'flops')} ({p.label}, n={p.size})"
              for d, p in analysis.peaks.items()}
     return OpsSection(run.id, run.started_at, against, ops, peaks, list(analysis.notes))
 
@@ -334,12 +335,15 @@ def resolve_run(store: ResultStore, run_id: int | None) -> int:
     return found
 
 
-def build_report(store: ResultStore, run_id: int | None) -> RunReport:
-    """The report of run ``run_id`` (None: the newest), with the same machine's newest
-    run of the other kind (training next to an op sweep, or the reverse).
+def build_report(store: ResultStore, run_id: int | None,
+                 ops_run_id: int | None = None) -> RunReport:
+    """The report of run ``run_id`` (None: the newest), with the same machine's run of
+    the other kind: the newest training run next to an op sweep; next to training, the
+    op sweep ``ops_run_id`` or else the fullest of the machine's recent sweeps
+    (:func:`~devicebench.store.ops.fullest_ops_run`).
 
     Raises:
-        InputError: no such run / no runs.
+        InputError: no such run / no runs; ``ops_run_id`` is not an op sweep.
     """
     from devicebench import __version__
     from devicebench.env.checks import run_checks
@@ -360,8 +364,17 @@ def build_report(store: ResultStore, run_id: int | None) -> RunReport:
                             "shown")
     training = run if run.command in TRAINING_COMMANDS else None
     ops_run = run if run.ops else None
-    other_kind = ("ops",) if training else TRAINING_COMMANDS
-    other = latest_run_id(store, other_kind, run.machine.id)
+    if ops_run_id is not None:
+        named = load_run(store, ops_run_id)
+        if not named.ops:
+            raise InputError(f"run {ops_run_id} is not an op sweep (it is a "
+                             f"{named.command} run)",
+                             fix="pick an ops run from `devicebench history`")
+        ops_run = named
+    if training is None:
+        other = latest_run_id(store, TRAINING_COMMANDS, run.machine.id)
+    else:
+        other = None if ops_run is not None else fullest_ops_run(store, run.machine.id)
     if other is not None:
         extra = load_run(store, other)
         if training is None and extra.command in TRAINING_COMMANDS:
@@ -371,7 +384,8 @@ def build_report(store: ResultStore, run_id: int | None) -> RunReport:
         elif ops_run is None and extra.ops:
             ops_run = extra
             report.notes.append(f"op-sweep figures from run {extra.id} "
-                                f"({extra.started_at[:16]}), the newest on this machine")
+                                f"({extra.started_at[:16]}), the fullest of this machine's "
+                                "recent sweeps (report --ops-run ID picks another)")
     if training is not None:
         report.workloads = training_figures(training, has_accel)
     if ops_run is not None:

@@ -14,10 +14,11 @@ training up, per workload, with the ratio), the environment and doctor's finding
 per configuration with its CI, the recommendation and its reasons, loss curves, memory, and
 the op sweep's speed-up-vs-size curves with the crossover.
 
-The report of a training run (run, advise) also shows the same machine's newest op sweep,
-and the reverse. --html writes one self-contained file (inline SVG charts drawn by
-matplotlib, no script, no network: pip install 'devicebench[report]'); --md writes Markdown
-to paste into an issue ('-' for stdout, the default); --json prints the figures.
+The report of a training run (run, advise) also shows the fullest of the same machine's
+recent op sweeps (or --ops-run ID), and an op sweep's report the newest training run.
+--html writes one self-contained file (inline SVG charts drawn by matplotlib, no script, no
+network: pip install 'devicebench[report]'); --md writes Markdown to paste into an issue
+('-' for stdout, the default); --json prints the figures.
 """
 
 
@@ -44,6 +45,10 @@ def report(
                                      help="Write a self-contained HTML report."),
     md: Path | None = typer.Option(None, "--md", metavar="FILE",
                                    help="Write Markdown ('-': stdout)."),
+    ops_run: int | None = typer.Option(
+        None, "--ops-run", min=1, metavar="ID",
+        help="The op sweep to show beside training (default: the fullest of this "
+             "machine's recent sweeps)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report's figures as JSON."),
     db: Path | None = typer.Option(None, "--db", help="SQLite results file "
                                    "(default: the user data directory)."),
@@ -59,7 +64,7 @@ def report(
 
         require_matplotlib()
     with ResultStore.open(db) as store:
-        rep = build_report(store, run)
+        rep = build_report(store, run, ops_run_id=ops_run)
     if json_out:
         print(json.dumps(rep.to_dict(), indent=2, default=str))
     if html is not None:

@@ -70,6 +70,16 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
+def _legend_below(ax: Any, entries: int, chart_id: str) -> None:
+    """The legend under the axes, never over the data, in the charts' text size (the
+    figure's tight bounding box grows to hold it). The legend and the plotting area carry
+    ids (``<chart>-legend``, ``<chart>-axes``) so a browser test can check they are apart."""
+    legend = ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0.0, -0.2),
+                       ncol=2 if entries > 3 else 1, frameon=False, borderaxespad=0.0)
+    legend.set_gid(f"{chart_id}-legend")
+    ax.patch.set_gid(f"{chart_id}-axes")
+
+
 def step_time_chart(chart_id: str, workload: str, configs: list[ConfigFigures]) -> Chart | None:
     """Horizontal bars: median step time per configuration, 95% CI as error bars."""
     measured = [c for c in configs if c.median_s]
@@ -120,7 +130,7 @@ def loss_chart(chart_id: str, workload: str, configs: list[ConfigFigures]) -> Ch
     ax.set_ylabel("loss")
     ax.set_title(f"{workload}: loss per step, overlaid (lines on top of each other = the "
                  "same training)", fontsize=10, loc="left")
-    ax.legend(fontsize=8)
+    _legend_below(ax, len(curves), chart_id)
     ax.grid(alpha=0.3)
     return Chart(chart_id, _svg(fig, chart_id), len(curves))
 
@@ -157,7 +167,7 @@ def ops_chart(chart_id: str, op: OpsFigures) -> Chart | None:
     ax.set_ylabel("speed-up over reference (>1: faster)")
     ax.set_title(f"{op.op}: speed-up vs size (band: 95% CI; ◆ crossover: faster from here on)",
                  fontsize=10, loc="left")
-    ax.legend(fontsize=7, loc="best")
+    _legend_below(ax, len(op.curves), chart_id)
     ax.grid(alpha=0.3, which="both")
     return Chart(chart_id, _svg(fig, chart_id), len(op.curves))
 
@@ -188,6 +198,6 @@ def memory_chart(chart_id: str, workload: str, configs: list[ConfigFigures]) -> 
     ax.invert_yaxis()
     ax.set_xlabel("MiB (device memory: unknown where the backend cannot tell)")
     ax.set_title(f"{workload}: peak memory per configuration", fontsize=10, loc="left")
-    ax.legend(fontsize=8)
+    _legend_below(ax, series, chart_id)
     ax.grid(axis="x", alpha=0.3)
     return Chart(chart_id, _svg(fig, chart_id), series)

@@ -30,16 +30,18 @@ margin-top:2em}h3{margin-top:1.5em}
 .answer{border-left:6px solid #999;padding:.5em 1em;margin:.6em 0;background:#f7f7f7}
 .answer.yes{border-color:#2ca02c}.answer.no{border-color:#d62728}
 .answer.unclear{border-color:#ff7f0e}.answer b{font-size:1.05em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
-th,td{border:1px solid #ddd;padding:.25em .55em;text-align:left;vertical-align:top}
-.wide td{white-space:nowrap}
-th{background:#f2f2f2}td.num{text-align:right;white-space:nowrap}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em;max-width:100%}
+th,td{border:1px solid #ddd;padding:.25em .55em;text-align:left;vertical-align:top;
+overflow-wrap:break-word}
+th{background:#f2f2f2}td.num{text-align:right}
 .sev-error{color:#b00020;font-weight:bold}.sev-warning{color:#a66300;font-weight:bold}
 .sev-info{color:#1f5fa6}
 figure.chart{margin:1em 0}figure.chart svg{max-width:100%;height:auto}
 figcaption{font-size:.85em;color:#555}
-pre{background:#f6f8fa;padding:.6em;overflow-x:auto}
-.note{color:#555;font-size:.9em}.wide{overflow-x:auto}
+pre{background:#f6f8fa;padding:.6em;white-space:pre-wrap;overflow-wrap:anywhere}
+.note{color:#555;font-size:.9em}
+@media print{body{max-width:none;margin:0;font-size:10pt}figure.chart,table{break-inside:
+avoid}.answer{background:none}}
 """
 
 
@@ -108,27 +110,32 @@ def _fit(c: ConfigFigures) -> str:
             f"({f['epochs']} epochs, the first {fmt_duration(f['first_epoch_s'])})")
 
 
-def _config_table(configs: list[ConfigFigures]) -> str:
-    head = ("<tr><th>configuration</th><th>status</th><th>step time [95% CI]</th>"
-            "<th>speed-up vs reference [95% CI]</th><th>samples/s</th><th>epoch</th>"
-            "<th>whole fit [95% CI]</th><th>1st step</th><th>memory</th><th>loss</th></tr>")
-    rows = []
+def _config_tables(configs: list[ConfigFigures]) -> str:
+    """The configurations in two tables that fit the page (speed; then time to train and
+    memory), each led by the configuration's name."""
+    speed_head = ("<tr><th>configuration</th><th>status</th><th>step time [95% CI]</th>"
+                  "<th>speed-up vs reference [95% CI]</th><th>samples/s</th></tr>")
+    fit_head = ("<tr><th>configuration</th><th>epoch</th><th>whole fit [95% CI]</th>"
+                "<th>1st step</th><th>memory</th><th>loss</th></tr>")
+    speed, fit = [], []
     for c in configs:
         step = (f"{fmt_duration(c.median_s)} [{fmt_duration(c.ci_low_s)}–"
                 f"{fmt_duration(c.ci_high_s)}]") if c.median_s else "-"
-        speed = "reference" if c.is_reference else _ratio(c.speedup)
+        ratio = "reference" if c.is_reference else _ratio(c.speedup)
         mem = (f"device {fmt_bytes(c.peak_device_memory_bytes)}, RSS "
                f"{fmt_bytes(c.peak_rss_bytes)}") if c.status == "ok" else "-"
         status = c.status if c.status == "ok" else f"{c.status}: {c.error}"
-        rows.append(
-            f"<tr><td>{_e(c.label)}</td><td>{_e(status)}</td><td class=\"num\">{_e(step)}</td>"
-            f"<td class=\"num\">{_e(speed)}</td><td class=\"num\">"
-            f"{_e(f'{c.samples_per_s:,.0f}' if c.samples_per_s else '-')}</td>"
-            f"<td class=\"num\">{_e(_epoch(c))}</td><td class=\"num\">{_e(_fit(c))}</td>"
-            "<td class=\"num\">"
-            f"{_e(fmt_duration(c.first_step_s))}</td><td>{_e(mem)}</td>"
-            f"<td>{_e(c.loss_verdict)}</td></tr>")
-    return f"<div class=\"wide\"><table>{head}{''.join(rows)}</table></div>"
+        name = f"<td>{_e(c.label)}</td>"
+        speed.append(
+            f"<tr>{name}<td>{_e(status)}</td><td class=\"num\">{_e(step)}</td>"
+            f"<td class=\"num\">{_e(ratio)}</td><td class=\"num\">"
+            f"{_e(f'{c.samples_per_s:,.0f}' if c.samples_per_s else '-')}</td></tr>")
+        fit.append(
+            f"<tr>{name}<td class=\"num\">{_e(_epoch(c))}</td><td class=\"num\">"
+            f"{_e(_fit(c))}</td><td class=\"num\">{_e(fmt_duration(c.first_step_s))}</td>"
+            f"<td>{_e(mem)}</td><td>{_e(c.loss_verdict)}</td></tr>")
+    return (f"<table class=\"configs\">{speed_head}{''.join(speed)}</table>"
+            f"<table class=\"configs\">{fit_head}{''.join(fit)}</table>")
 
 
 def _workload(i: int, w: WorkloadFigures) -> str:
@@ -137,7 +144,7 @@ def _workload(i: int, w: WorkloadFigures) -> str:
     out.append(_figure(charts.step_time_chart(f"w{i}-step", w.workload, w.configs),
                        "Median step time per configuration; the whisker is the 95% CI of "
                        "the median. Grey: the reference."))
-    out.append(_config_table(w.configs))
+    out.append(_config_tables(w.configs))
     out.append(f"<h3>Recommendation</h3><p><b>{_e(w.recommendation or 'none')}</b></p>")
     if w.reasons:
         out.append("<ul>" + "".join(f"<li>{_e(r)}</li>" for r in w.reasons) + "</ul>")

@@ -79,3 +79,19 @@ def latest_ops_run(store: ResultStore, machine_id: int
     if row is None:
         return None
     return int(row[0]), load_ops_results(store, int(row[0]))
+
+
+def fullest_ops_run(store: ResultStore, machine_id: int, recent: int = 10) -> int | None:
+    """Among this machine's ``recent`` newest ``ops`` runs that measured something, the
+    one with the most measured points (the newest among equals): what a report shows, so
+    the few-second dispatch probe advise stores never hides a full sweep."""
+    with store._read("finding op-sweep results") as c:
+        rows = c.execute(
+            "SELECT r.id, (SELECT COUNT(*) FROM ops_points p JOIN ops_runs o "
+            "ON p.ops_run_id = o.id WHERE o.run_id = r.id AND p.status = 'ok') AS n "
+            "FROM runs r WHERE r.machine_id = ? AND EXISTS (SELECT 1 FROM ops_runs o "
+            "WHERE o.run_id = r.id) ORDER BY r.id DESC LIMIT ?",
+            (machine_id, recent)).fetchall()
+    if not rows:
+        return None
+    return int(max(rows, key=lambda r: (r[1], r[0]))[0])

@@ -49,6 +49,44 @@ def _h200_report(tmp_path: Path) -> tuple[Path, object]:
     return page, report
 
 
+# Elements that scroll sideways or reach past the viewport, and charts whose legend
+# overlaps the plotting area.
+LAYOUT = """(() => { const d = document.documentElement, out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+      out.push('scrolls: ' + e.tagName + '.' + e.className);
+    if (e.getBoundingClientRect().right > d.clientWidth + 1) out.push('beyond: ' + e.tagName);
+  }
+  const overlaps = [...document.querySelectorAll('[id$="-legend"]')].filter(l => {
+    const a = document.getElementById(l.id.replace(/-legend$/, '-axes'));
+    if (!a) return true;
+    const r = l.getBoundingClientRect(), s = a.getBoundingClientRect();
+    return !(r.top >= s.bottom || r.bottom <= s.top || r.left >= s.right || r.right <= s.left);
+  }).map(l => l.id);
+  return {doc: [d.scrollWidth, d.clientWidth], out: out.slice(0, 10), overlaps,
+          legends: document.querySelectorAll('[id$="-legend"]').length}; })()"""
+
+
+@needs_browser
+@pytest.mark.parametrize("width", [1280, 800])
+def test_report_fits_the_window_without_horizontal_scrolling(tmp_path, width):
+    """Issue 26: at 1280 px the 10-column table scrolled sideways and hid its columns,
+    and the op-sweep legends sat over the data. No element scrolls sideways or reaches
+    past the window, every legend is clear of its plot, and the peaks speak one unit
+    style (TFLOP/s, as the terminal prints them)."""
+    page, _ = _h200_report(tmp_path)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with Chromium() as browser:
+        p = browser.open(page.as_uri(), width=width)
+        layout = p.evaluate(LAYOUT)
+        text = p.evaluate("document.body.innerText")
+        p.screenshot(ARTIFACTS / f"report-h200-{width}px.png")
+    assert layout["doc"][0] <= layout["doc"][1], layout
+    assert layout["out"] == [], layout
+    assert layout["legends"] >= 4 and layout["overlaps"] == [], layout
+    assert "gpu:0 400 TFLOP/s (jax/gpu:0 eager" in text and "GFLOP/s (" not in text
+
+
 @needs_browser
 def test_detector_sees_console_errors(tmp_path):
     """A positive control: a page that logs an error and throws is caught."""

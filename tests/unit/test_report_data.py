@@ -189,3 +189,29 @@ def test_report_modules_import_no_framework():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"
+
+
+def test_the_report_shows_the_fullest_recent_op_sweep_or_the_one_named(tmp_path):
+    """Issue 26: advise's few-second dispatch probe (2 ops x 2 sizes) stored after a full
+    sweep used to take the page's op-sweep section."""
+    from devicebench.ops.result import OpsPoint, OpsWorkerResult
+    from devicebench.store.ops import add_ops_result
+    from tests.unit.test_ops import _workers
+
+    with ResultStore.open(tmp_path / "r.db") as store:
+        snap = snapshot()
+        machine = store.add_machine(snap)
+        full = store.start_run(machine, "ops", {"argv": ["ops"]})
+        for w in _workers():
+            add_ops_result(store, full, w)
+        store.finish_run(full)
+        training = add_run(store, snap, [trial("seed-rnn", "jax", [0.5, 0.55, 0.48, 0.5])])
+        probe = store.start_run(machine, "ops", {"argv": ["(dispatch probe)"]})
+        add_ops_result(store, probe, OpsWorkerResult("numpy", "cpu", points=(
+            OpsPoint("multiply", "eager", 2, calls_per_block=10,
+                     block_seconds=(1e-5, 1.1e-5, 1e-5)),)))
+        store.finish_run(probe)
+        assert build_report(store, training).ops.run_id == full
+        assert build_report(store, training, ops_run_id=probe).ops.run_id == probe
+        with pytest.raises(InputError, match="not an op sweep"):
+            build_report(store, training, ops_run_id=training)
