@@ -16,6 +16,9 @@ from devicebench.errors import DevicebenchError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+DB_HELP = ("SQLite results file (default: $DEVICEBENCH_DB, else results.db in the user data "
+           "directory).")
+
 app = typer.Typer(
     name="devicebench",
     help=(
@@ -25,6 +28,10 @@ app = typer.Typer(
     ),
     invoke_without_command=True,
     add_completion=False,
+    # Click's own help: upper-case metavars, no <bool> placeholder on flags, paragraphs
+    # rewrapped to the terminal, and text printed as written (no rich markup, so
+    # `pip install 'devicebench[report]'` keeps its brackets).
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -65,8 +72,7 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
     ),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file for the main job "
-                                   "(default: $DEVICEBENCH_DB, else the user data directory)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     """Is my accelerator actually speeding up my training? Measured answers and the fix.
 
@@ -89,6 +95,36 @@ from devicebench.cli import report as _report  # noqa: E402,F401
 from devicebench.cli import run as _run  # noqa: E402,F401
 
 
+def _name_metavars(cmd: Any) -> None:
+    """Upper-case metavars named for what they hold (``--budget BUDGET``, ``WORKLOAD``),
+    where a command did not give one, in place of typer's ``<float range>``; flags get
+    none, and an argument's usage reads ``WORKLOAD`` / ``[WORKLOADS]...`` (typer writes
+    ``{workload}`` and appends the type). Walks every subcommand."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _name_metavars(sub)
+    for param in cmd.params:
+        if getattr(param, "is_flag", False) or not param.name:
+            continue
+        if param.metavar is None:
+            param.metavar = param.name.upper()
+        if param.param_type_name != "argument":
+            continue
+        usage = param.metavar if param.required else f"[{param.metavar}]"
+        usage += "..." if param.nargs != 1 else ""
+        # Instance attributes shadow typer's methods of the same names (its usage and
+        # help-column renderers); the help test renders every command through them.
+        param._usage_display_name = lambda usage=usage: usage
+        param.display_type_rich = lambda ctx: None
+
+
+def command() -> Any:
+    """The click command behind ``devicebench`` (typer builds it), with its metavars
+    named (:func:`_name_metavars`)."""
+    cmd = typer.main.get_command(app)
+    _name_metavars(cmd)
+    return cmd
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -96,7 +132,7 @@ def main() -> None:
     exit 2, like every other bad input, instead of a boxed message.
     """
     try:
-        code = app(standalone_mode=False)
+        code = command()(standalone_mode=False)
     except typer.Abort:  # Ctrl-C outside a command's own handler
         print("devicebench: interrupted", file=sys.stderr)
         sys.exit(130)

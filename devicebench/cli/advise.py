@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from devicebench.cli import app, user_errors
+from devicebench.cli import DB_HELP, app, user_errors
 
 ADVISE_HELP = """Find the fastest way to train WORKLOAD on this machine, say why, and give the code.
 
@@ -53,8 +53,7 @@ def advise(
         None, "--epochs", min=1, help="Epochs you plan to train: a candidate whose extra "
         "compilation or warm-up does not pay back within them is not recommended "
         "(default: the workload's own, else 10)."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file (default: "
-                                   "$DEVICEBENCH_DB, else the user data directory)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
 ) -> None:
     advice = _with_progress(workload, not json_out, baseline=baseline, budget=budget,

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import typer
 
-from devicebench.cli import app, user_errors
+from devicebench.cli import DB_HELP, app, user_errors
 from devicebench.schema import envelope
-
-DB_HELP = "SQLite results file (default: the user data directory)."
 
 
 @app.command("history", help="List the runs in the results store, newest first.")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from devicebench.cli import app, fail, user_errors
+from devicebench.cli import DB_HELP, app, fail, user_errors
 
 MONITOR_HELP = "\n\n".join([
     "Run a training script unchanged with devicebench's TrainingMonitor attached to every "
@@ -38,8 +38,7 @@ def monitor(
                                      help="Stop training when the loss becomes NaN/Inf."),
     block_steps: int | None = typer.Option(None, "--block-steps", min=1,
                                            help="Steps per timed block (default: automatic)."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file "
-                                   "(default: the user data directory)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     no_store: bool = typer.Option(False, "--no-store", help="Do not record in the store."),
 ) -> None:
     raise typer.Exit(run_monitored(command or [], csv=csv, tensorboard=tensorboard,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from devicebench.cli import app, user_errors
+from devicebench.cli import DB_HELP, app, user_errors
 
 OPS_HELP = "\n\n".join([
     "Time single ops (multiply, add, matmul, conv2d, reduce_sum, softmax) across sizes, "
@@ -56,8 +56,7 @@ def ops(
                                        "for torch's compiled modes (default: torch.jit.trace"
                                        "; torch.compile takes 5-30 s per op on a CPU)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds allowed per worker."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file "
-                                   "(default: $DEVICEBENCH_DB, else the user data directory)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ) -> None:
     from devicebench.api import ops as run_ops_sweep

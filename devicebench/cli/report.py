@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from devicebench.cli import app, user_errors
+from devicebench.cli import DB_HELP, app, user_errors
 
 REPORT_HELP = """Report a stored run: the answer first (does this machine's accelerator speed
 training up, per workload, with the ratio), the environment and doctor's findings, step time
@@ -39,7 +39,10 @@ def write_text(path: Path, text: str, what: str) -> None:
 @app.command("report", help=REPORT_HELP)
 @user_errors
 def report(
-    run: int | None = typer.Option(None, "--run", min=1, help="Run id (devicebench history)."),
+    run_arg: int | None = typer.Argument(None, min=1, metavar="RUN",
+                                         help="Run id (devicebench history), as --run."),
+    run: int | None = typer.Option(None, "--run", min=1, metavar="ID",
+                                   help="Run id (devicebench history)."),
     last: bool = typer.Option(False, "--last", help="The newest run with results (default)."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE",
                                      help="Write a self-contained HTML report."),
@@ -50,15 +53,18 @@ def report(
         help="The op sweep to show beside training (default: the fullest of this "
              "machine's recent sweeps)."),
     json_out: bool = typer.Option(False, "--json", help="Print the report's figures as JSON."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file "
-                                   "(default: the user data directory)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     from devicebench.analysis.run_report import build_report
     from devicebench.errors import InputError
     from devicebench.store import ResultStore
 
+    if run_arg is not None and run is not None and run_arg != run:
+        raise InputError(f"two run ids given: {run_arg} and --run {run}",
+                         fix=f"pass one of them, e.g. devicebench report {run_arg}")
+    run = run if run is not None else run_arg
     if run is not None and last:
-        raise InputError("--run and --last both given", fix="pass one of them")
+        raise InputError("a run id and --last both given", fix="pass one of them")
     if html is not None:
         from devicebench.report.charts import require_matplotlib
 

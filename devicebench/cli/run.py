@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from devicebench import api
-from devicebench.cli import app, user_errors
+from devicebench.cli import DB_HELP, app, user_errors
 from devicebench.errors import SpecError
 from devicebench.schema import envelope
 
@@ -86,8 +86,7 @@ def run(
         help="Resident-memory limit per worker, its framework included (TensorFlow alone "
              "takes ~0.5 GB): the worker is killed there and the trial recorded as oom "
              "with the peak seen."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite results file "
-                                   "(default: $DEVICEBENCH_DB, else the user data directory)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     resume: bool = typer.Option(False, "--resume", help="Skip trials already measured "
                                 "(same spec, same machine) and show their stored results."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
