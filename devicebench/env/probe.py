@@ -28,12 +28,12 @@ from devicebench.env.interpret import (
     RawHost,
     cuda_libs_from_ldconfig,
     cuda_libs_in_dir,
+    cuda_libs_in_dirs,
     framework_probe_from_worker,
     host_from_raw,
     nvidia_smi_from_output,
 )
 from devicebench.env.snapshot import (
-    TRACKED_DISTRIBUTIONS,
     TRACKED_ENV_VARS,
     BlasInfo,
     EnvSnapshot,
@@ -45,11 +45,18 @@ from devicebench.launch import run_worker
 
 
 def _run(cmd: list[str], timeout: float = 5.0) -> str | None:
+    return _run_said(cmd, timeout)[0]
+
+
+def _run_said(cmd: list[str], timeout: float = 5.0) -> tuple[str | None, str]:
+    """(stdout when the command succeeded else None, what it printed when it failed)."""
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return res.stdout.strip() if res.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, str(exc)[:400]
+    if res.returncode == 0:
+        return res.stdout.strip(), ""
+    return None, (res.stdout + res.stderr).strip()[-1000:]
 
 
 def read_raw_host() -> RawHost:
@@ -83,6 +90,8 @@ def read_raw_host() -> RawHost:
             raw.cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:
             pass
+        rocminfo = shutil.which("rocminfo")
+        raw.rocminfo = (_run([rocminfo], timeout=10) or "") if rocminfo else ""
     return raw
 
 
@@ -108,18 +117,47 @@ def read_cuda_libs(prefix: str, conda_env: bool) -> tuple[dict[str, str], dict[s
     return system, env
 
 
+def read_wheel_lib_listing() -> dict[str, list[str]]:
+    """File names in every ``site-packages/nvidia/*/lib`` (the CUDA libraries pip wheels
+    such as nvidia-cudnn-cu12 carry), per directory."""
+    import site
+
+    roots = list(dict.fromkeys([*site.getsitepackages(), site.getusersitepackages()]))
+    listing: dict[str, list[str]] = {}
+    for root in roots:
+        for lib in sorted(Path(root).glob("nvidia/*/lib")):
+            try:
+                listing[str(lib)] = sorted(os.listdir(lib))
+            except OSError:
+                pass
+    return listing
+
+
+def read_ld_path_listing(ld_library_path: str) -> dict[str, list[str]]:
+    """File names in each LD_LIBRARY_PATH directory, in the loader's search order."""
+    listing: dict[str, list[str]] = {}
+    for directory in ld_library_path.split(":"):
+        if directory and directory not in listing:
+            try:
+                listing[directory] = sorted(os.listdir(directory))
+            except OSError:
+                pass
+    return listing
+
+
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def probe_distributions() -> dict[str, str]:
-    """Installed versions of the tracked distributions and every ``nvidia-*`` wheel."""
-    tracked = set(TRACKED_DISTRIBUTIONS)
+    """Every installed distribution's version (normalised names; the first one found on
+    sys.path wins, as for imports). Add-ons, plugin halves and legacy GPU packages matter
+    as much as the frameworks, so none is left out."""
     found: dict[str, str] = {}
     for dist in md.distributions():
         name = _normalise(dist.metadata.get("Name") or "")
-        if name in tracked or name.startswith("nvidia-"):
-            found[name] = dist.version
+        if name:
+            found.setdefault(name, dist.version)
     return dict(sorted(found.items()))
 
 
@@ -147,7 +185,7 @@ def probe_nvidia_smi() -> NvidiaSmi | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    header = _run([exe], timeout=15)
+    header, said = _run_said([exe], timeout=15)
     rows = None
     if header is not None:
         # compute_cap is queryable only on newer drivers (about 510+): fall back without it.
@@ -156,7 +194,7 @@ def probe_nvidia_smi() -> NvidiaSmi | None:
                         timeout=15)
             if rows is not None:
                 break
-    return nvidia_smi_from_output(header, rows)
+    return nvidia_smi_from_output(header, rows, said)
 
 
 def keras_config_backend() -> str:
@@ -180,12 +218,15 @@ def probe_host_layer() -> EnvSnapshot:
     """Everything that needs no framework import (fast: well under a second)."""
     host = probe_host()
     system_libs, env_libs = read_cuda_libs(host.python_prefix, host.conda_env)
+    ld_path = os.environ.get("LD_LIBRARY_PATH", "")
     return EnvSnapshot(
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         devicebench_version=__version__,
         host=host,
         system_cuda_libs=system_libs,
         env_cuda_libs=env_libs,
+        wheel_cuda_libs=cuda_libs_in_dirs(read_wheel_lib_listing()),
+        ld_path_cuda_libs=cuda_libs_in_dirs(read_ld_path_listing(ld_path)),
         distributions=probe_distributions(),
         keras_config_backend=keras_config_backend(),
         blas=probe_blas(),
