@@ -171,11 +171,11 @@ def probe_blas() -> BlasInfo:
     try:
         config = np.show_config(mode="dicts")
         blas = config.get("Build Dependencies", {}).get("blas", {})
-        info.name = str(blas.get("name", ""))
+        info.name = str(blas.get("name", "")) or "none"  # asked, and numpy named none
         info.version = str(blas.get("version", ""))
         simd = config.get("SIMD Extensions", {})
         info.simd_found = list(simd.get("found", []) or [])
-    except Exception:  # older numpy: BLAS unknown, not an error
+    except Exception:  # older numpy (< 1.26): BLAS unknown (""), not missing
         pass
     return info
 

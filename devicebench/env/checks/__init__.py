@@ -39,6 +39,20 @@ from devicebench.env.checks.gpu import (
     check_nvidia_smi_failed,
 )
 from devicebench.env.checks.host import check_blas
+from devicebench.env.checks.reported import (
+    check_cudnn_loaded_older,
+    check_libdevice_missing,
+    check_shadowed_wheel_libs,
+    check_wheel_libs_not_on_path,
+)
+from devicebench.env.checks.stack import (
+    check_gpu_arch_in_build,
+    check_keras2_addons,
+    check_requires,
+    check_rocm_arch,
+    check_stack_skew,
+    check_windows_no_gpu,
+)
 from devicebench.env.finding import Finding, sort_findings
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -54,10 +68,20 @@ CHECKS: list[Check] = [
     check_multiple_tf,
     check_cuda_driver,
     check_nvidia_smi_failed,
+    check_stack_skew,
+    check_requires,
+    check_shadowed_wheel_libs,
+    check_cudnn_loaded_older,
+    check_wheel_libs_not_on_path,
+    check_gpu_arch_in_build,
+    check_rocm_arch,
+    check_libdevice_missing,
     check_probe_failures,
     check_keras3_old_tf,
     check_keras_backend,
     check_legacy_keras,
+    check_keras2_addons,
+    check_windows_no_gpu,
     check_gpu_not_seen,
     check_no_frameworks,
     check_blas,
