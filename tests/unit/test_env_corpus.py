@@ -122,3 +122,13 @@ def test_framework_messages_are_bounded_and_parsed() -> None:
     assert probe.reported == {"cudnn_loaded": "8.7.0", "cudnn_built": "8.9.4"}
     assert len(probe.messages) == 40 and all(len(m) <= 400 for m in probe.messages)
     assert probe.messages[0].startswith("E cuda_dnn.cc")
+
+
+def test_installed_wheel_libs_are_not_answered_with_install_them() -> None:
+    # Issue 24, class 5: the libraries are installed (by nvidia-* wheels), only not found.
+    case = next(c for c in CORPUS if c["url"].endswith("/tensorflow/issues/63362"))
+    findings = {f.id: f for f in run_checks(snapshot_from_raw(case["raw"]))}
+    assert findings["cuda.wheel-libs-not-on-path"].severity == "error"
+    not_seen = findings["gpu.not-seen"]
+    assert "not on the loader's path" in not_seen.why
+    assert not_seen.fix.startswith("export LD_LIBRARY_PATH=") and "pip install" not in not_seen.fix
