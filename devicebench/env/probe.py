@@ -7,6 +7,7 @@ process with a timeout, so a crash, abort or hang becomes data, not a dead docto
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib.metadata as md
 import json
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -100,21 +102,30 @@ def probe_host() -> HostInfo:
     return host_from_raw(read_raw_host())
 
 
+def read_ldconfig() -> str:
+    """``ldconfig -p`` output ("" off Linux or when it fails)."""
+    if platform.system() != "Linux":
+        return ""
+    exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if Path("/sbin/ldconfig").exists()
+                                        else None)
+    return (_run([exe, "-p"]) if exe else None) or ""
+
+
+def read_env_lib_listing(prefix: str, conda_env: bool) -> list[str]:
+    """The file names in a conda environment's ``lib/`` ([] outside conda)."""
+    if not (conda_env and prefix):
+        return []
+    try:
+        return sorted(os.listdir(Path(prefix, "lib")))
+    except OSError:
+        return []
+
+
 def read_cuda_libs(prefix: str, conda_env: bool) -> tuple[dict[str, str], dict[str, str]]:
     """(system libraries from ``ldconfig -p``, libraries in a conda env's ``lib/``)."""
-    system: dict[str, str] = {}
-    if platform.system() == "Linux":
-        exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if Path("/sbin/ldconfig").exists()
-                                            else None)
-        out = _run([exe, "-p"]) if exe else None
-        system = cuda_libs_from_ldconfig(out or "")
-    env: dict[str, str] = {}
-    if conda_env and prefix:
-        try:
-            env = cuda_libs_in_dir(f"{prefix}/lib", os.listdir(Path(prefix, "lib")))
-        except OSError:
-            pass
-    return system, env
+    listing = read_env_lib_listing(prefix, conda_env)
+    env = cuda_libs_in_dir(f"{prefix}/lib", listing) if listing else {}
+    return cuda_libs_from_ldconfig(read_ldconfig()), env
 
 
 def read_wheel_lib_listing() -> dict[str, list[str]]:
@@ -182,6 +193,13 @@ def probe_blas() -> BlasInfo:
 
 def probe_nvidia_smi() -> NvidiaSmi | None:
     """Driver version, its CUDA version and the GPUs, or None without nvidia-smi."""
+    raw = read_nvidia_smi()
+    return None if raw is None else nvidia_smi_from_output(**raw)
+
+
+def read_nvidia_smi() -> dict[str, str | None] | None:
+    """``nvidia-smi``'s header, its ``--query-gpu`` rows, and what it printed when it failed
+    (None without nvidia-smi)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -194,7 +212,7 @@ def probe_nvidia_smi() -> NvidiaSmi | None:
                         timeout=15)
             if rows is not None:
                 break
-    return nvidia_smi_from_output(header, rows, said)
+    return {"header": header, "rows": rows, "output": said}
 
 
 def keras_config_backend() -> str:
@@ -241,19 +259,51 @@ def probe_framework(name: str, timeout: float = 60.0) -> FrameworkProbe:
     The child runs with ``KERAS_BACKEND`` set to the framework, so the Keras facts
     (version, how ``jit_compile="auto"`` resolves) are those of that backend.
     """
+    raw = read_framework(name, timeout)
+    return framework_probe_from_worker(
+        name, raw["status"], raw["result"], raw["stderr"], raw["stdout"], raw["describe"])
+
+
+def read_framework(name: str, timeout: float = 60.0) -> dict[str, Any]:
+    """One probe worker's raw outcome: ``status``, JSON ``result``, ``stderr``/``stdout``
+    tails (the framework's own words, import and first device use) and ``describe``."""
     env = dict(os.environ)
     env["KERAS_BACKEND"] = name
     # Warnings on: TF logs the libraries it could not load at level W.
     env["TF_CPP_MIN_LOG_LEVEL"] = "1"
     outcome = run_worker("devicebench.backends.probe_worker", [name], timeout=timeout, env=env)
-    return framework_probe_from_worker(
-        name,
-        outcome.status,
-        outcome.result,
-        outcome.stderr_tail,
-        outcome.stdout_tail,
-        outcome.describe(),
-    )
+    return {"status": outcome.status, "result": outcome.result, "stderr": outcome.stderr_tail,
+            "stdout": outcome.stdout_tail, "describe": outcome.describe()}
+
+
+def read_raw_environment(frameworks: Iterable[str] | None = None, *,
+                         timeout: float = 60.0) -> dict[str, Any]:
+    """Everything the probe reads on this machine, verbatim: the document
+    :func:`devicebench.env.interpret.snapshot_from_raw` interprets. Recording it (rather than
+    the snapshot) lets a machine's inputs replay through later interpretation code.
+
+    Example:
+        >>> from devicebench.env.interpret import snapshot_from_raw
+        >>> snapshot_from_raw(read_raw_environment([])).host.os == platform.system()
+        True
+    """
+    host = read_raw_host()
+    distributions = probe_distributions()
+    names = installed_frameworks(distributions) if frameworks is None else list(frameworks)
+    return {
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "host": dataclasses.asdict(host),
+        "nvidia_smi": read_nvidia_smi(),
+        "ldconfig": read_ldconfig(),
+        "env_lib_listing": read_env_lib_listing(host.python_prefix, host.conda_env),
+        "wheel_lib_listing": read_wheel_lib_listing(),
+        "ld_path_listing": read_ld_path_listing(os.environ.get("LD_LIBRARY_PATH", "")),
+        "distributions": distributions,
+        "env_vars": {k: os.environ[k] for k in TRACKED_ENV_VARS if k in os.environ},
+        "keras_config_backend": keras_config_backend(),
+        "blas": dataclasses.asdict(probe_blas()),
+        "frameworks": {n: read_framework(n, timeout) for n in names},
+    }
 
 
 def probe_environment(

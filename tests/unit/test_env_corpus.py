@@ -87,7 +87,8 @@ def test_corpus_figures() -> None:
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "snapshots/m2_tf219_metal120.json",
-           "raw/mac_m3_macos145_tf219_metal120.json", "raw/mac_m1_macos151_tf218_metal120.json"]
+           "raw/mac_m3_macos145_tf219_metal120.json", "raw/mac_m1_macos151_tf218_metal120.json",
+           "raw/linux_cpu_vm_tf_jax_torch.json"]
 
 
 @pytest.mark.parametrize("name", HEALTHY)
@@ -132,3 +133,26 @@ def test_installed_wheel_libs_are_not_answered_with_install_them() -> None:
     not_seen = findings["gpu.not-seen"]
     assert "not on the loader's path" in not_seen.why
     assert not_seen.fix.startswith("export LD_LIBRARY_PATH=") and "pip install" not in not_seen.fix
+
+
+def test_recorded_raw_inputs_replay_to_the_live_probe() -> None:
+    """The raw document the probe records interprets to what the live probe builds."""
+    from devicebench.env.probe import probe_host_layer, read_raw_environment
+
+    replayed = snapshot_from_raw(read_raw_environment([]))
+    live = probe_host_layer()
+    assert replayed.host == live.host
+    assert replayed.distributions == live.distributions
+    assert replayed.system_cuda_libs == live.system_cuda_libs
+    assert replayed.wheel_cuda_libs == live.wheel_cuda_libs
+    assert replayed.blas == live.blas and replayed.env_vars == live.env_vars
+
+
+def test_a_real_healthy_probe_output_keeps_the_frameworks_words() -> None:
+    # Recorded here with read_raw_environment: TF's real CPU-only log lines are kept, and
+    # none of them becomes an error or warning.
+    doc = json.loads((FIXTURES / "raw" / "linux_cpu_vm_tf_jax_torch.json").read_text())
+    snap = snapshot_from_raw(doc)
+    tf = snap.frameworks["tensorflow"]
+    assert any("cuInit" in m for m in tf.messages) and tf.reported == {}
+    assert [f.id for f in run_checks(snap) if f.severity != "info"] == []
