@@ -156,3 +156,22 @@ def test_a_real_healthy_probe_output_keeps_the_frameworks_words() -> None:
     tf = snap.frameworks["tensorflow"]
     assert any("cuInit" in m for m in tf.messages) and tf.reported == {}
     assert [f.id for f in run_checks(snap) if f.severity != "info"] == []
+
+
+def test_fixes_on_windows_use_windows_shell_syntax() -> None:
+    import re
+
+    windows = [c for c in CORPUS if c["raw"]["host"]["system"] == "Windows"]
+    assert len(windows) >= 5
+    for case in windows:
+        for f in run_checks(snapshot_from_raw(case["raw"])):
+            if "WSL2" in f.fix:
+                continue
+            assert not re.search(r"\bexport \w+=|\bunset \w+|\b[A-Z_]+=\S+ python", f.fix), f
+
+
+def test_jax_on_windows_is_not_told_to_install_cuda_wheels_it_cannot_have() -> None:
+    case = next(c for c in CORPUS if c["url"].endswith("RoboEden/jux/issues/11"))
+    not_seen = next(f for f in run_checks(snapshot_from_raw(case["raw"]))
+                    if f.id == "gpu.not-seen")
+    assert "WSL2" in not_seen.fix

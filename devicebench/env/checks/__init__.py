@@ -11,12 +11,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import tomllib
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from devicebench.env.checks._util import fit_fix_to_platform
 from devicebench.env.checks.apple import (
     check_metal_compat,
     check_rosetta,
@@ -137,4 +139,7 @@ def run_checks(snapshot: EnvSnapshot, kb: dict[str, Any] | None = None) -> list[
                     fix="report it with the snapshot: devicebench doctor --save snapshot.json",
                 )
             )
+    # Fixes are printed for this machine: shell syntax of its platform.
+    findings = [dataclasses.replace(f, fix=fit_fix_to_platform(f.fix, snapshot.host.os))
+                for f in findings]
     return sort_findings(findings)
