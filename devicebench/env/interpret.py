@@ -150,6 +150,7 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
         wheel_cuda_libs=cuda_libs_in_dirs(doc.get("wheel_lib_listing", {})),
         ld_path_cuda_libs=cuda_libs_in_dirs(doc.get("ld_path_listing", {})),
         frameworks=frameworks,
+        process=dict(doc.get("process", {})),
     )
 
 

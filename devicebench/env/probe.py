@@ -276,6 +276,31 @@ def read_framework(name: str, timeout: float = 60.0) -> dict[str, Any]:
             "stdout": outcome.stdout_tail, "describe": outcome.describe()}
 
 
+def read_process_state() -> dict[str, Any]:
+    """Device masks and what the already-imported frameworks saw, read in *this* process
+    (call it from the training script, e.g. at the start of fit). Imports no framework: a
+    framework not yet imported is left out. Goes under ``"process"`` in a raw document.
+
+    Example:
+        >>> sorted(read_process_state())
+        ['env', 'imported']
+    """
+    masks = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+             "JAX_PLATFORMS")
+    state: dict[str, Any] = {"env": {k: os.environ[k] for k in masks if k in os.environ},
+                             "imported": sorted(m for m in ("tensorflow", "torch", "jax")
+                                                if m in sys.modules)}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            init = bool(torch.cuda.is_initialized())
+            state["torch"] = {"cuda_initialized": init,
+                              "device_count": int(torch.cuda.device_count()) if init else None}
+        except Exception as exc:  # a broken CUDA init is data too
+            state["torch"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return state
+
+
 def read_raw_environment(frameworks: Iterable[str] | None = None, *,
                          timeout: float = 60.0) -> dict[str, Any]:
     """Everything the probe reads on this machine, verbatim: the document

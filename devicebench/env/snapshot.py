@@ -195,6 +195,9 @@ class EnvSnapshot:
     wheel_cuda_libs: dict[str, str] = field(default_factory=dict)
     ld_path_cuda_libs: dict[str, str] = field(default_factory=dict)
     frameworks: dict[str, FrameworkProbe] = field(default_factory=dict)
+    # State read inside the user's own process (devicebench.env.probe.read_process_state),
+    # {} when doctor runs apart: the device masks then, and what the frameworks saw.
+    process: dict[str, Any] = field(default_factory=dict)
     probes_concurrent: bool = False  # frameworks imported at once: import times inflated
     probe_errors: list[str] = field(default_factory=list)  # parts of the probe that failed
 

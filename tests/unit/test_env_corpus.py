@@ -175,3 +175,30 @@ def test_jax_on_windows_is_not_told_to_install_cuda_wheels_it_cannot_have() -> N
     not_seen = next(f for f in run_checks(snapshot_from_raw(case["raw"]))
                     if f.id == "gpu.not-seen")
     assert "WSL2" in not_seen.fix
+
+
+def test_a_mask_set_after_cuda_init_is_an_error_only_in_process_state() -> None:
+    # The corpus case as doctor sees it from outside: nothing to see (stays a miss) ...
+    case = next(c for c in CORPUS if "optimum-benchmark/issues/27" in c["url"])
+    outside = run_checks(snapshot_from_raw(case["raw"]))
+    assert "device.mask-set-too-late" not in {f.id for f in outside}
+    # ... and as read inside the script's process, after torch had initialised CUDA.
+    raw = dict(case["raw"], process={"env": {"CUDA_VISIBLE_DEVICES": "4,5"},
+                                     "imported": ["torch"],
+                                     "torch": {"cuda_initialized": True, "device_count": 8}})
+    f = next(f for f in run_checks(snapshot_from_raw(raw)) if f.id == "device.mask-set-too-late")
+    assert f.severity == "error" and "CUDA_VISIBLE_DEVICES=4,5 python" in f.fix
+    ok = dict(raw, process=dict(raw["process"], torch={"cuda_initialized": True,
+                                                       "device_count": 2}))
+    assert "device.mask-set-too-late" not in {f.id for f in run_checks(snapshot_from_raw(ok))}
+
+
+def test_process_state_reads_without_importing_a_framework() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from devicebench.env.probe import read_process_state; "
+            "s = read_process_state(); "
+            "print(s['imported'], [m for m in ('torch', 'tensorflow', 'jax') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] []"

@@ -50,6 +50,7 @@ from devicebench.env.checks.reported import (
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
     check_keras2_addons,
+    check_mask_set_too_late,
     check_requires,
     check_rocm_arch,
     check_stack_skew,
@@ -77,6 +78,7 @@ CHECKS: list[Check] = [
     check_wheel_libs_not_on_path,
     check_gpu_arch_in_build,
     check_rocm_arch,
+    check_mask_set_too_late,
     check_libdevice_missing,
     check_probe_failures,
     check_keras3_old_tf,

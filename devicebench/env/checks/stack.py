@@ -197,3 +197,27 @@ def check_windows_no_gpu(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 fix=f"run it in WSL2: wsl --install, then inside WSL2: pip install -U "
                     f"'{name}[cuda12]'", source=source))
     return out
+
+
+def check_mask_set_too_late(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """Read in the user's process: a device mask listing fewer GPUs than PyTorch, which had
+    already initialised CUDA, uses -- it was set after the initialisation."""
+    torch_state = snap.process.get("torch") or {}
+    mask = (snap.process.get("env") or {}).get("CUDA_VISIBLE_DEVICES")
+    count = torch_state.get("device_count")
+    if mask is None or not torch_state.get("cuda_initialized") or count is None:
+        return []
+    listed = [d for d in mask.split(",") if d.strip() and d.strip() != "-1"]
+    if len(listed) >= count:
+        return []
+    return [Finding(
+        "device.mask-set-too-late", "error",
+        "CUDA_VISIBLE_DEVICES was set after PyTorch initialised CUDA: it has no effect",
+        observed=f"in this process CUDA_VISIBLE_DEVICES='{mask}' ({len(listed)} GPU(s)), but "
+                 f"PyTorch, initialised before, uses {count}",
+        why="CUDA reads the mask once, when it initialises; setting os.environ afterwards "
+            "(after import torch and a CUDA call, in a module imported late, or by a config "
+            "framework) changes nothing, so the job runs on other GPUs than intended.",
+        fix=f"set it before Python starts: CUDA_VISIBLE_DEVICES={mask} python train.py "
+            "(or as the script's first lines, before any import of torch)",
+        source="https://github.com/pytorch/pytorch/issues/9158")]
