@@ -202,3 +202,22 @@ def test_process_state_reads_without_importing_a_framework() -> None:
             "print(s['imported'], [m for m in ('torch', 'tensorflow', 'jax') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[] []"
+
+
+def test_python_support_matrix_per_tensorflow_release() -> None:
+    from devicebench.env.checks.frameworks import tf_releases_for_python
+
+    kb = __import__("devicebench.env.checks", fromlist=["load_knowledge"]).load_knowledge()
+    assert "2.10" in tf_releases_for_python("3.10.11", kb)
+    assert "2.15" not in tf_releases_for_python("3.12.3", kb)
+    assert tf_releases_for_python("3.14.2", kb) == []
+    host = {"system": "Linux", "machine": "x86_64", "python_version": "3.12.3"}
+    old = {"host": host, "distributions": {"tensorflow": "2.15.1"}}
+    f = next(f for f in run_checks(snapshot_from_raw(old))
+             if f.id == "python.unsupported-by-release")
+    assert "3.12" in f.title and ">=3.9,<3.12" in f.observed
+    new = {"host": host, "distributions": {"tensorflow": "2.19.0"}}
+    assert "python.unsupported-by-release" not in {f.id for f in run_checks(snapshot_from_raw(new))}
+    bare = {"host": dict(host, python_version="3.14.2"), "distributions": {}}
+    none = next(f for f in run_checks(snapshot_from_raw(bare)) if f.id == "frameworks.none")
+    assert "no TensorFlow release has wheels for Python 3.14.2" in none.fix

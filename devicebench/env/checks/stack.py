@@ -221,3 +221,22 @@ def check_mask_set_too_late(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         fix=f"set it before Python starts: CUDA_VISIBLE_DEVICES={mask} python train.py "
             "(or as the script's first lines, before any import of torch)",
         source="https://github.com/pytorch/pytorch/issues/9158")]
+
+
+def check_python_supported(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """TensorFlow installed into a Python its release ships no wheels for."""
+    tf_v = tf_version(snap, kb)
+    spec = kb["tensorflow_python"]["releases"].get(".".join(map(str, major_minor(tf_v))))
+    py = ".".join(snap.host.python_version.split(".")[:2])
+    if not tf_v or not spec or not py or matches(py, spec):
+        return []
+    return [Finding(
+        "python.unsupported-by-release", "warning",
+        f"TensorFlow {tf_v} has no wheels for Python {py}",
+        observed=f"Python {snap.host.python_version}; TensorFlow {tf_v} supports Python {spec}",
+        why="A release installed outside its Python range (a source build, "
+            "--ignore-requires-python, a copied environment) is untested there; binary "
+            "modules may fail to import.",
+        fix=f"use a Python in {spec} for TensorFlow {'.'.join(map(str, major_minor(tf_v)))}, "
+            "or pip install -U tensorflow (a release built for this Python)",
+        source=kb["tensorflow_python"]["source"])]
