@@ -130,13 +130,16 @@ def read_cuda_libs(prefix: str, conda_env: bool) -> tuple[dict[str, str], dict[s
 
 def read_wheel_lib_listing() -> dict[str, list[str]]:
     """File names in every ``site-packages/nvidia/*/lib`` (the CUDA libraries pip wheels
-    such as nvidia-cudnn-cu12 carry), per directory."""
+    such as nvidia-cudnn-cu12 carry) and ``torch/lib`` (where ROCm and older CUDA torch
+    wheels bundle theirs), per directory."""
     import site
 
     roots = list(dict.fromkeys([*site.getsitepackages(), site.getusersitepackages()]))
     listing: dict[str, list[str]] = {}
     for root in roots:
-        for lib in sorted(Path(root).glob("nvidia/*/lib")):
+        for lib in [*sorted(Path(root).glob("nvidia/*/lib")), Path(root, "torch", "lib")]:
+            if not lib.is_dir():
+                continue
             try:
                 listing[str(lib)] = sorted(os.listdir(lib))
             except OSError:

@@ -208,6 +208,18 @@ class EnvSnapshot:
     def version_of(self, dist: str) -> str:
         return self.distributions.get(dist, "")
 
+    def loader_finds(self, soname: str) -> str:
+        """Where the dynamic loader finds ``soname`` by name alone (LD_LIBRARY_PATH first,
+        then ldconfig's cache), "" when it does not: a wheel's library with "" here is found
+        only by frameworks that look in the wheel's directory themselves (RUNPATH).
+
+        Example:
+            >>> EnvSnapshot(ld_path_cuda_libs={"libcudnn.so.9": "/x/libcudnn.so.9"}
+            ...             ).loader_finds("libcudnn.so.9")
+            '/x/libcudnn.so.9'
+        """
+        return self.ld_path_cuda_libs.get(soname) or self.system_cuda_libs.get(soname, "")
+
     @property
     def is_apple_silicon(self) -> bool:
         arm = self.host.machine == "arm64" or bool(self.host.rosetta)

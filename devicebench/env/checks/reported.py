@@ -59,7 +59,8 @@ def check_wheel_libs_not_on_path(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     out = []
     for name, probe in snap.frameworks.items():
         failed = probe.reported.get("dlopen_failed", [])
-        present = {so: snap.wheel_cuda_libs[so] for so in failed if so in snap.wheel_cuda_libs}
+        present = {so: snap.wheel_cuda_libs[so] for so in failed
+                   if so in snap.wheel_cuda_libs and not snap.loader_finds(so)}
         if not present:
             continue
         dirs = sorted({p for d in snap.wheel_cuda_libs.values()
