@@ -25,6 +25,14 @@ def probe() -> dict[str, Any]:
         build["cudnn_version"] = str(torch.backends.cudnn.version() or "")
     except Exception:
         build["cudnn_version"] = ""
+    try:  # the GPU architectures this build has kernels for ("sm_90", "compute_90")
+        build["arch_list"] = list(torch.cuda.get_arch_list()) if build["is_cuda_build"] \
+            or build["is_rocm_build"] else []
+    except Exception:
+        build["arch_list"] = []
+    if build["is_rocm_build"]:
+        build["hip_version"] = str(torch.version.hip)
+    extra: dict[str, Any] = {}
     memory, memory_detail = "unknown", "torch keeps memory statistics for CUDA devices only"
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
@@ -38,6 +46,12 @@ def probe() -> dict[str, Any]:
                     "memory_bytes": int(props.total_memory),
                 }
             )
+            if build["is_rocm_build"]:
+                extra["gcn_arch"] = str(getattr(props, "gcnArchName", "")).split(":")[0]
+        try:  # first device use: a build without kernels for this GPU fails here
+            (torch.ones(4, device="cuda") * 2).sum().item()
+        except Exception as exc:
+            extra["first_use_error"] = f"{type(exc).__name__}: {exc}"[:600]
         memory, memory_detail = "works", ""
     mps = getattr(torch.backends, "mps", None)
     build["mps_built"] = bool(mps and mps.is_built())
@@ -48,6 +62,7 @@ def probe() -> dict[str, Any]:
     out["physical_devices"] = devices
     out["logical_devices"] = [d["name"] for d in devices]
     out["build"] = build
+    out["extra"] = extra
     out["memory_stats"], out["memory_stats_detail"] = memory, memory_detail
     return out
 

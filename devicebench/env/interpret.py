@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from devicebench.env.messages import framework_messages, reported_facts
 from devicebench.env.snapshot import (
     UNKNOWN_MEMORY,
     BlasInfo,
@@ -53,6 +54,7 @@ class RawHost:
     cpu_cores_physical: int | None = None
     cpu_cores_logical: int | None = None
     ram_bytes: int | None = None
+    rocminfo: str = ""  # `rocminfo` output ("" without ROCm)
 
 
 def host_from_raw(raw: RawHost) -> HostInfo:
@@ -89,6 +91,8 @@ def host_from_raw(raw: RawHost) -> HostInfo:
         if host.machine == "arm64":
             host.apple_chip = host.cpu_model if host.cpu_model.startswith("Apple") else "Apple"
     elif raw.system == "Linux":
+        host.wsl = "microsoft" in raw.kernel_release.lower()
+        host.amd_gpus = sorted(set(re.findall(r"^\s*Name:\s*(gfx\w+)", raw.rocminfo, re.M)))
         kernel = f"(kernel {raw.kernel_release})" if raw.kernel_release else ""
         host.os_version = " ".join(p for p in (raw.os_release_name, kernel) if p)
         model = re.search(r"^model name\s*:\s*(.+)$", raw.cpuinfo, re.M)
@@ -111,14 +115,19 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
     ``nvidia_smi`` (``{"header": ..., "rows": ...}``, absent without nvidia-smi),
     ``ldconfig`` (``ldconfig -p`` output), ``env_lib_listing`` (file names in the
     environment's ``lib/``), ``distributions``, ``env_vars``, ``keras_config_backend``
-    and ``frameworks`` (per framework: the worker's ``status``, JSON ``result`` and
-    ``stderr``). Test fixtures are built this way so they cannot drift from the probe.
+    ``frameworks`` (per framework: the worker's ``status``, JSON ``result`` and
+    ``stderr``), ``wheel_lib_listing`` / ``ld_path_listing`` (directory -> file names: the
+    wheels' ``nvidia/*/lib`` and the LD_LIBRARY_PATH directories) and ``rocminfo``.
+    Test fixtures are built this way so they cannot drift from the probe.
     """
-    host = host_from_raw(build_dataclass(RawHost, doc.get("host", {})))
+    host_doc = dict(doc.get("host", {}))
+    host_doc.setdefault("rocminfo", doc.get("rocminfo", ""))
+    host = host_from_raw(build_dataclass(RawHost, host_doc))
     smi_raw = doc.get("nvidia_smi")
     smi = None
     if isinstance(smi_raw, dict):
-        smi = nvidia_smi_from_output(smi_raw.get("header"), smi_raw.get("rows"))
+        smi = nvidia_smi_from_output(smi_raw.get("header"), smi_raw.get("rows"),
+                                     smi_raw.get("output", ""))
     env_libs = {}
     if host.conda_env and host.python_prefix:
         env_libs = cuda_libs_in_dir(f"{host.python_prefix}/lib", doc.get("env_lib_listing", []))
@@ -139,14 +148,18 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
         blas=build_dataclass(BlasInfo, doc.get("blas", {})),
         system_cuda_libs=cuda_libs_from_ldconfig(doc.get("ldconfig", "")),
         env_cuda_libs=env_libs,
+        wheel_cuda_libs=cuda_libs_in_dirs(doc.get("wheel_lib_listing", {})),
+        ld_path_cuda_libs=cuda_libs_in_dirs(doc.get("ld_path_listing", {})),
         frameworks=frameworks,
+        process=dict(doc.get("process", {})),
     )
 
 
-def nvidia_smi_from_output(header: str | None, rows: str | None) -> NvidiaSmi:
+def nvidia_smi_from_output(header: str | None, rows: str | None, output: str = "") -> NvidiaSmi:
     """Interpret ``nvidia-smi`` (its header table) and its ``--query-gpu`` CSV rows.
 
-    ``header`` None means the command failed (driver not loaded).
+    ``header`` None means the command failed; ``output`` is then what it printed
+    ("Failed to initialize NVML: Driver/library version mismatch"), kept in ``error``.
 
     Example:
         >>> smi = nvidia_smi_from_output(
@@ -156,7 +169,8 @@ def nvidia_smi_from_output(header: str | None, rows: str | None) -> NvidiaSmi:
         ('525.89.02', '12.0', '8.0')
     """
     if header is None:
-        return NvidiaSmi(error="nvidia-smi is installed but failed (is the driver loaded?)")
+        said = " ".join(output.split())[:400]
+        return NvidiaSmi(error=said or "nvidia-smi is installed but failed (is the driver loaded?)")
     smi = NvidiaSmi()
     m = re.search(r"CUDA Version:\s*([\d.]+)", header)
     smi.cuda_version = m.group(1) if m else ""
@@ -175,6 +189,7 @@ def nvidia_smi_from_output(header: str | None, rows: str | None) -> NvidiaSmi:
 CUDA_LIB_PREFIXES = (
     "libcuda.", "libcudart.", "libcudnn.", "libcublas.", "libcublasLt.", "libcufft.",
     "libcurand.", "libcusolver.", "libcusparse.", "libnvinfer.", "libnccl.", "libnvrtc.",
+    "libnvJitLink.", "libcudnn_", "libcupti.", "libamdhip64.",
 )
 _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)")
 
@@ -202,6 +217,21 @@ def cuda_libs_in_dir(directory: str, names: Iterable[str]) -> dict[str, str]:
         for n in sorted(names)
         if n.startswith(CUDA_LIB_PREFIXES) and ".so" in n
     }
+
+
+def cuda_libs_in_dirs(listing: dict[str, Iterable[str]]) -> dict[str, str]:
+    """CUDA libraries in several directories (directory -> names), the first directory
+    listed winning for a soname, as the loader searches them.
+
+    Example:
+        >>> cuda_libs_in_dirs({"/a": ["libnvJitLink.so.12"], "/b": ["libnvJitLink.so.12"]})
+        {'libnvJitLink.so.12': '/a/libnvJitLink.so.12'}
+    """
+    found: dict[str, str] = {}
+    for directory, names in listing.items():
+        for name, path in cuda_libs_in_dir(directory, names).items():
+            found.setdefault(name, path)
+    return dict(sorted(found.items()))
 
 
 _LOAD_ERROR = re.compile(
@@ -284,6 +314,9 @@ def framework_probe_from_worker(
 ) -> FrameworkProbe:
     """Interpret one probe worker's outcome (its status, JSON result and output tails)."""
     load_errors = load_errors_from_log(stderr_tail)
+    said = "\n".join((stderr_tail, str((result or {}).get("error", "")),
+                      str(((result or {}).get("extra") or {}).get("first_use_error", ""))))
+    messages, reported = framework_messages(said), reported_facts(said)
     if result is not None and status in ("ok", "error"):
         data = dict(result)
         data["physical_devices"] = [
@@ -295,6 +328,7 @@ def framework_probe_from_worker(
         fields = set(FrameworkProbe.__dataclass_fields__)
         probe = FrameworkProbe(**{k: v for k, v in data.items() if k in fields})
         probe.load_errors = load_errors
+        probe.messages, probe.reported = messages, reported
         if probe.status == "error" and stderr_tail:
             probe.error += "\n--- stderr ---\n" + stderr_tail[-1500:]
         return probe
@@ -305,4 +339,6 @@ def framework_probe_from_worker(
         status="timeout" if status == "timeout" else "crashed",
         error=f"{text}\n{tail[-2000:]}" if tail else text,
         load_errors=load_errors,
+        messages=messages,
+        reported=reported,
     )

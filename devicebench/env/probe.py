@@ -7,6 +7,7 @@ process with a timeout, so a crash, abort or hang becomes data, not a dead docto
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import importlib.metadata as md
 import json
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -28,12 +30,12 @@ from devicebench.env.interpret import (
     RawHost,
     cuda_libs_from_ldconfig,
     cuda_libs_in_dir,
+    cuda_libs_in_dirs,
     framework_probe_from_worker,
     host_from_raw,
     nvidia_smi_from_output,
 )
 from devicebench.env.snapshot import (
-    TRACKED_DISTRIBUTIONS,
     TRACKED_ENV_VARS,
     BlasInfo,
     EnvSnapshot,
@@ -45,11 +47,18 @@ from devicebench.launch import run_worker
 
 
 def _run(cmd: list[str], timeout: float = 5.0) -> str | None:
+    return _run_said(cmd, timeout)[0]
+
+
+def _run_said(cmd: list[str], timeout: float = 5.0) -> tuple[str | None, str]:
+    """(stdout when the command succeeded else None, what it printed when it failed)."""
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return res.stdout.strip() if res.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, str(exc)[:400]
+    if res.returncode == 0:
+        return res.stdout.strip(), ""
+    return None, (res.stdout + res.stderr).strip()[-1000:]
 
 
 def read_raw_host() -> RawHost:
@@ -83,6 +92,8 @@ def read_raw_host() -> RawHost:
             raw.cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:
             pass
+        rocminfo = shutil.which("rocminfo")
+        raw.rocminfo = (_run([rocminfo], timeout=10) or "") if rocminfo else ""
     return raw
 
 
@@ -91,21 +102,61 @@ def probe_host() -> HostInfo:
     return host_from_raw(read_raw_host())
 
 
+def read_ldconfig() -> str:
+    """``ldconfig -p`` output ("" off Linux or when it fails)."""
+    if platform.system() != "Linux":
+        return ""
+    exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if Path("/sbin/ldconfig").exists()
+                                        else None)
+    return (_run([exe, "-p"]) if exe else None) or ""
+
+
+def read_env_lib_listing(prefix: str, conda_env: bool) -> list[str]:
+    """The file names in a conda environment's ``lib/`` ([] outside conda)."""
+    if not (conda_env and prefix):
+        return []
+    try:
+        return sorted(os.listdir(Path(prefix, "lib")))
+    except OSError:
+        return []
+
+
 def read_cuda_libs(prefix: str, conda_env: bool) -> tuple[dict[str, str], dict[str, str]]:
     """(system libraries from ``ldconfig -p``, libraries in a conda env's ``lib/``)."""
-    system: dict[str, str] = {}
-    if platform.system() == "Linux":
-        exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if Path("/sbin/ldconfig").exists()
-                                            else None)
-        out = _run([exe, "-p"]) if exe else None
-        system = cuda_libs_from_ldconfig(out or "")
-    env: dict[str, str] = {}
-    if conda_env and prefix:
-        try:
-            env = cuda_libs_in_dir(f"{prefix}/lib", os.listdir(Path(prefix, "lib")))
-        except OSError:
-            pass
-    return system, env
+    listing = read_env_lib_listing(prefix, conda_env)
+    env = cuda_libs_in_dir(f"{prefix}/lib", listing) if listing else {}
+    return cuda_libs_from_ldconfig(read_ldconfig()), env
+
+
+def read_wheel_lib_listing() -> dict[str, list[str]]:
+    """File names in every ``site-packages/nvidia/*/lib`` (the CUDA libraries pip wheels
+    such as nvidia-cudnn-cu12 carry) and ``torch/lib`` (where ROCm and older CUDA torch
+    wheels bundle theirs), per directory."""
+    import site
+
+    roots = list(dict.fromkeys([*site.getsitepackages(), site.getusersitepackages()]))
+    listing: dict[str, list[str]] = {}
+    for root in roots:
+        for lib in [*sorted(Path(root).glob("nvidia/*/lib")), Path(root, "torch", "lib")]:
+            if not lib.is_dir():
+                continue
+            try:
+                listing[str(lib)] = sorted(os.listdir(lib))
+            except OSError:
+                pass
+    return listing
+
+
+def read_ld_path_listing(ld_library_path: str) -> dict[str, list[str]]:
+    """File names in each LD_LIBRARY_PATH directory, in the loader's search order."""
+    listing: dict[str, list[str]] = {}
+    for directory in ld_library_path.split(":"):
+        if directory and directory not in listing:
+            try:
+                listing[directory] = sorted(os.listdir(directory))
+            except OSError:
+                pass
+    return listing
 
 
 def _normalise(name: str) -> str:
@@ -113,13 +164,14 @@ def _normalise(name: str) -> str:
 
 
 def probe_distributions() -> dict[str, str]:
-    """Installed versions of the tracked distributions and every ``nvidia-*`` wheel."""
-    tracked = set(TRACKED_DISTRIBUTIONS)
+    """Every installed distribution's version (normalised names; the first one found on
+    sys.path wins, as for imports). Add-ons, plugin halves and legacy GPU packages matter
+    as much as the frameworks, so none is left out."""
     found: dict[str, str] = {}
     for dist in md.distributions():
         name = _normalise(dist.metadata.get("Name") or "")
-        if name in tracked or name.startswith("nvidia-"):
-            found[name] = dist.version
+        if name:
+            found.setdefault(name, dist.version)
     return dict(sorted(found.items()))
 
 
@@ -133,21 +185,28 @@ def probe_blas() -> BlasInfo:
     try:
         config = np.show_config(mode="dicts")
         blas = config.get("Build Dependencies", {}).get("blas", {})
-        info.name = str(blas.get("name", ""))
+        info.name = str(blas.get("name", "")) or "none"  # asked, and numpy named none
         info.version = str(blas.get("version", ""))
         simd = config.get("SIMD Extensions", {})
         info.simd_found = list(simd.get("found", []) or [])
-    except Exception:  # older numpy: BLAS unknown, not an error
+    except Exception:  # older numpy (< 1.26): BLAS unknown (""), not missing
         pass
     return info
 
 
 def probe_nvidia_smi() -> NvidiaSmi | None:
     """Driver version, its CUDA version and the GPUs, or None without nvidia-smi."""
+    raw = read_nvidia_smi()
+    return None if raw is None else nvidia_smi_from_output(**raw)
+
+
+def read_nvidia_smi() -> dict[str, str | None] | None:
+    """``nvidia-smi``'s header, its ``--query-gpu`` rows, and what it printed when it failed
+    (None without nvidia-smi)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    header = _run([exe], timeout=15)
+    header, said = _run_said([exe], timeout=15)
     rows = None
     if header is not None:
         # compute_cap is queryable only on newer drivers (about 510+): fall back without it.
@@ -156,7 +215,7 @@ def probe_nvidia_smi() -> NvidiaSmi | None:
                         timeout=15)
             if rows is not None:
                 break
-    return nvidia_smi_from_output(header, rows)
+    return {"header": header, "rows": rows, "output": said}
 
 
 def keras_config_backend() -> str:
@@ -180,12 +239,15 @@ def probe_host_layer() -> EnvSnapshot:
     """Everything that needs no framework import (fast: well under a second)."""
     host = probe_host()
     system_libs, env_libs = read_cuda_libs(host.python_prefix, host.conda_env)
+    ld_path = os.environ.get("LD_LIBRARY_PATH", "")
     return EnvSnapshot(
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         devicebench_version=__version__,
         host=host,
         system_cuda_libs=system_libs,
         env_cuda_libs=env_libs,
+        wheel_cuda_libs=cuda_libs_in_dirs(read_wheel_lib_listing()),
+        ld_path_cuda_libs=cuda_libs_in_dirs(read_ld_path_listing(ld_path)),
         distributions=probe_distributions(),
         keras_config_backend=keras_config_backend(),
         blas=probe_blas(),
@@ -200,19 +262,76 @@ def probe_framework(name: str, timeout: float = 60.0) -> FrameworkProbe:
     The child runs with ``KERAS_BACKEND`` set to the framework, so the Keras facts
     (version, how ``jit_compile="auto"`` resolves) are those of that backend.
     """
+    raw = read_framework(name, timeout)
+    return framework_probe_from_worker(
+        name, raw["status"], raw["result"], raw["stderr"], raw["stdout"], raw["describe"])
+
+
+def read_framework(name: str, timeout: float = 60.0) -> dict[str, Any]:
+    """One probe worker's raw outcome: ``status``, JSON ``result``, ``stderr``/``stdout``
+    tails (the framework's own words, import and first device use) and ``describe``."""
     env = dict(os.environ)
     env["KERAS_BACKEND"] = name
     # Warnings on: TF logs the libraries it could not load at level W.
     env["TF_CPP_MIN_LOG_LEVEL"] = "1"
     outcome = run_worker("devicebench.backends.probe_worker", [name], timeout=timeout, env=env)
-    return framework_probe_from_worker(
-        name,
-        outcome.status,
-        outcome.result,
-        outcome.stderr_tail,
-        outcome.stdout_tail,
-        outcome.describe(),
-    )
+    return {"status": outcome.status, "result": outcome.result, "stderr": outcome.stderr_tail,
+            "stdout": outcome.stdout_tail, "describe": outcome.describe()}
+
+
+def read_process_state() -> dict[str, Any]:
+    """Device masks and what the already-imported frameworks saw, read in *this* process
+    (call it from the training script, e.g. at the start of fit). Imports no framework: a
+    framework not yet imported is left out. Goes under ``"process"`` in a raw document.
+
+    Example:
+        >>> sorted(read_process_state())
+        ['env', 'imported']
+    """
+    masks = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+             "JAX_PLATFORMS")
+    state: dict[str, Any] = {"env": {k: os.environ[k] for k in masks if k in os.environ},
+                             "imported": sorted(m for m in ("tensorflow", "torch", "jax")
+                                                if m in sys.modules)}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            init = bool(torch.cuda.is_initialized())
+            state["torch"] = {"cuda_initialized": init,
+                              "device_count": int(torch.cuda.device_count()) if init else None}
+        except Exception as exc:  # a broken CUDA init is data too
+            state["torch"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return state
+
+
+def read_raw_environment(frameworks: Iterable[str] | None = None, *,
+                         timeout: float = 60.0) -> dict[str, Any]:
+    """Everything the probe reads on this machine, verbatim: the document
+    :func:`devicebench.env.interpret.snapshot_from_raw` interprets. Recording it (rather than
+    the snapshot) lets a machine's inputs replay through later interpretation code.
+
+    Example:
+        >>> from devicebench.env.interpret import snapshot_from_raw
+        >>> snapshot_from_raw(read_raw_environment([])).host.os == platform.system()
+        True
+    """
+    host = read_raw_host()
+    distributions = probe_distributions()
+    names = installed_frameworks(distributions) if frameworks is None else list(frameworks)
+    return {
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "host": dataclasses.asdict(host),
+        "nvidia_smi": read_nvidia_smi(),
+        "ldconfig": read_ldconfig(),
+        "env_lib_listing": read_env_lib_listing(host.python_prefix, host.conda_env),
+        "wheel_lib_listing": read_wheel_lib_listing(),
+        "ld_path_listing": read_ld_path_listing(os.environ.get("LD_LIBRARY_PATH", "")),
+        "distributions": distributions,
+        "env_vars": {k: os.environ[k] for k in TRACKED_ENV_VARS if k in os.environ},
+        "keras_config_backend": keras_config_backend(),
+        "blas": dataclasses.asdict(probe_blas()),
+        "frameworks": {n: read_framework(n, timeout) for n in names},
+    }
 
 
 def probe_environment(

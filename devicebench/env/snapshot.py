@@ -18,7 +18,7 @@ from devicebench.errors import SnapshotError
 
 SCHEMA_VERSION = 1
 
-# Distributions the probe looks up (plus every installed ``nvidia-*`` wheel).
+# The frameworks' own distributions (the probe records every installed distribution).
 TRACKED_DISTRIBUTIONS: tuple[str, ...] = (
     "tensorflow",
     "tensorflow-cpu",
@@ -89,6 +89,8 @@ class HostInfo:
     apple_chip: str = ""  # "Apple M1 Ultra" on Apple Silicon, "" elsewhere
     python_prefix: str = ""  # sys.prefix
     conda_env: bool = False  # sys.prefix is a conda environment (has conda-meta/)
+    wsl: bool = False  # Linux under WSL2 (the kernel release names "microsoft")
+    amd_gpus: list[str] = field(default_factory=list)  # gfx targets from rocminfo ("gfx1031")
 
 
 @dataclass
@@ -159,6 +161,10 @@ class FrameworkProbe:
     # Library-loading failures the framework logged while importing, even when the
     # import succeeded (TF: "Could not load dynamic library 'libcudnn.so.7'; ...").
     load_errors: list[str] = field(default_factory=list)
+    # The framework's own warning/error lines (import and first device use, bounded) and
+    # the facts parsed from them (devicebench.env.messages.reported_facts).
+    messages: list[str] = field(default_factory=list)
+    reported: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # exception text / stderr tail when status != ok
 
@@ -198,7 +204,14 @@ class EnvSnapshot:
     # dynamic loader finds only through LD_LIBRARY_PATH.
     system_cuda_libs: dict[str, str] = field(default_factory=dict)
     env_cuda_libs: dict[str, str] = field(default_factory=dict)
+    # CUDA libraries pip wheels carry (site-packages/nvidia/*/lib), and the CUDA libraries in
+    # the LD_LIBRARY_PATH directories (which the loader searches before RUNPATHs).
+    wheel_cuda_libs: dict[str, str] = field(default_factory=dict)
+    ld_path_cuda_libs: dict[str, str] = field(default_factory=dict)
     frameworks: dict[str, FrameworkProbe] = field(default_factory=dict)
+    # State read inside the user's own process (devicebench.env.probe.read_process_state),
+    # {} when doctor runs apart: the device masks then, and what the frameworks saw.
+    process: dict[str, Any] = field(default_factory=dict)
     probes_concurrent: bool = False  # frameworks imported at once: import times inflated
     probe_errors: list[str] = field(default_factory=list)  # parts of the probe that failed
 
@@ -208,6 +221,18 @@ class EnvSnapshot:
 
     def version_of(self, dist: str) -> str:
         return self.distributions.get(dist, "")
+
+    def loader_finds(self, soname: str) -> str:
+        """Where the dynamic loader finds ``soname`` by name alone (LD_LIBRARY_PATH first,
+        then ldconfig's cache), "" when it does not: a wheel's library with "" here is found
+        only by frameworks that look in the wheel's directory themselves (RUNPATH).
+
+        Example:
+            >>> EnvSnapshot(ld_path_cuda_libs={"libcudnn.so.9": "/x/libcudnn.so.9"}
+            ...             ).loader_finds("libcudnn.so.9")
+            '/x/libcudnn.so.9'
+        """
+        return self.ld_path_cuda_libs.get(soname) or self.system_cuda_libs.get(soname, "")
 
     @property
     def is_apple_silicon(self) -> bool:

@@ -11,12 +11,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import tomllib
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from devicebench.env.checks._util import fit_fix_to_platform
 from devicebench.env.checks.apple import (
     check_metal_compat,
     check_rosetta,
@@ -39,6 +41,22 @@ from devicebench.env.checks.gpu import (
     check_nvidia_smi_failed,
 )
 from devicebench.env.checks.host import check_blas
+from devicebench.env.checks.reported import (
+    check_cudnn_loaded_older,
+    check_libdevice_missing,
+    check_shadowed_wheel_libs,
+    check_wheel_libs_not_on_path,
+)
+from devicebench.env.checks.stack import (
+    check_gpu_arch_in_build,
+    check_keras2_addons,
+    check_mask_set_too_late,
+    check_python_supported,
+    check_requires,
+    check_rocm_arch,
+    check_stack_skew,
+    check_windows_no_gpu,
+)
 from devicebench.env.finding import Finding, sort_findings
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -54,10 +72,22 @@ CHECKS: list[Check] = [
     check_multiple_tf,
     check_cuda_driver,
     check_nvidia_smi_failed,
+    check_stack_skew,
+    check_requires,
+    check_shadowed_wheel_libs,
+    check_cudnn_loaded_older,
+    check_wheel_libs_not_on_path,
+    check_gpu_arch_in_build,
+    check_rocm_arch,
+    check_mask_set_too_late,
+    check_libdevice_missing,
     check_probe_failures,
     check_keras3_old_tf,
     check_keras_backend,
     check_legacy_keras,
+    check_keras2_addons,
+    check_windows_no_gpu,
+    check_python_supported,
     check_gpu_not_seen,
     check_no_frameworks,
     check_blas,
@@ -113,4 +143,7 @@ def run_checks(snapshot: EnvSnapshot, kb: dict[str, Any] | None = None) -> list[
                     fix="report it with the snapshot: devicebench doctor --save snapshot.json",
                 )
             )
+    # Fixes are printed for this machine: shell syntax of its platform.
+    findings = [dataclasses.replace(f, fix=fit_fix_to_platform(f.fix, snapshot.host.os))
+                for f in findings]
     return sort_findings(findings)

@@ -121,6 +121,19 @@ def tf_library_causes(probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[
                 (),
             )
         )
+    in_wheels = [m for m in missing if m in snap.wheel_cuda_libs and m not in in_env]
+    if in_wheels:
+        dirs = sorted({snap.wheel_cuda_libs[m].rsplit("/", 1)[0] for m in in_wheels})
+        causes.append(
+            (
+                f"{', '.join(in_wheels)} is installed by the nvidia-* wheels "
+                f"({', '.join(dirs)}) but not on the loader's path "
+                "(see cuda.wheel-libs-not-on-path)",
+                f"export LD_LIBRARY_PATH={':'.join(dirs)}:$LD_LIBRARY_PATH",
+                ("cuda.wheel-libs-not-on-path",),
+            )
+        )
+        in_env = in_env + in_wheels
     cuda, cudnn = tf_tested_build(kb, tf_v)
     build_cuda = str(probe.build.get("cuda_version") or cuda)
     build_cudnn = str(probe.build.get("cudnn_version") or cudnn)

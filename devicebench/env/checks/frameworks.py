@@ -129,6 +129,13 @@ def check_legacy_keras(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     ]
 
 
+def tf_releases_for_python(python: str, kb: KB) -> list[str]:
+    """The TensorFlow releases (major.minor) with wheels for this Python version."""
+    v = ".".join(python.split(".")[:2])
+    return [rel for rel, spec in kb["tensorflow_python"]["releases"].items()
+            if v and matches(v, spec)]
+
+
 def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """No TensorFlow, JAX or PyTorch at all -> say what to install."""
     if tf_distributions(snap, kb) or snap.has("jax") or snap.has("torch"):
@@ -137,6 +144,14 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         return []
     looked = ", ".join([*kb["tensorflow"]["distributions"], "jax", "torch"])
     extras = "tensorflow,metal" if snap.is_apple_silicon else "tensorflow"
+    fix = f"pip install 'devicebench[{extras}]'  # or: pip install tensorflow"
+    supported = tf_releases_for_python(snap.host.python_version, kb)
+    if snap.host.python_version and not supported:
+        newest = max(kb["tensorflow_python"]["releases"], key=as_version)
+        fix = (f"no TensorFlow release has wheels for Python {snap.host.python_version} "
+               f"(TensorFlow {newest}: {kb['tensorflow_python']['releases'][newest]}): "
+               "create the environment with a supported Python, e.g. "
+               "python3.12 -m venv .venv, then pip install tensorflow")
     return [
         Finding(
             "frameworks.none",
@@ -149,7 +164,7 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "doctor can only check the host; devicebench measures training through "
                 "TensorFlow, JAX or PyTorch with Keras."
             ),
-            fix=f"pip install 'devicebench[{extras}]'  # or: pip install tensorflow",
+            fix=fix,
             source=kb["backends"]["source"],
         )
     ]

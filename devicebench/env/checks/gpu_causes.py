@@ -103,6 +103,14 @@ def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -
                 (),
             )
         )
+    elif name == "jax" and snap.host.os == "Windows":
+        causes.append(
+            (
+                "JAX has no CUDA support on native Windows (see gpu.windows-native-unsupported)",
+                "run JAX in WSL2: pip install -U 'jax[cuda12]' inside WSL2",
+                ("gpu.windows-native-unsupported",),
+            )
+        )
     elif name == "jax":
         plugins = [d for d in snap.distributions if re.fullmatch(r"jax-cuda\d+-plugin", d)]
         jaxlib = snap.version_of("jaxlib")

@@ -1,0 +1,150 @@
+"""What the frameworks said about their libraries, read against what the probe found on
+disk: a cuDNN older than the one the framework was built with, CUDA libraries the pip
+wheels carry but the loader does not see, a copy on LD_LIBRARY_PATH that shadows the
+wheel's, XLA without libdevice."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from devicebench.env.checks._util import DISPLAY, KB, as_version
+from devicebench.env.finding import Finding
+from devicebench.env.snapshot import EnvSnapshot
+
+_WHEEL_DIR = re.compile(r"/nvidia/(\w+)/lib$")
+
+
+def _wheel_of(path: str, major: str = "12") -> str:
+    """``.../nvidia/cudnn/lib/libcudnn.so.9`` -> ``nvidia-cudnn-cu12`` (the wheel that has it)."""
+    m = _WHEEL_DIR.search(os.path.dirname(path))
+    return f"nvidia-{m.group(1).replace('_', '-')}-cu{major}" if m else ""
+
+
+def check_cudnn_loaded_older(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """The framework says the cuDNN it loaded is older than the one it was built with."""
+    out = []
+    for name, probe in snap.frameworks.items():
+        loaded, built = probe.reported.get("cudnn_loaded"), probe.reported.get("cudnn_built")
+        need = probe.reported.get("cudnn_min") or built
+        lv, nv = as_version(loaded), as_version(need)
+        if lv is None or nv is None or lv >= nv:
+            continue
+        major = str(nv.major)
+        found = [p for n, p in {**snap.wheel_cuda_libs, **snap.ld_path_cuda_libs,
+                                **snap.env_cuda_libs, **snap.system_cuda_libs}.items()
+                 if n.startswith("libcudnn.so")]
+        if snap.host.conda_env and not snap.wheel_cuda_libs:
+            fix = f"conda install -c conda-forge 'cudnn>={need}'"
+        else:
+            fix = f"pip install -U 'nvidia-cudnn-cu12>={need}'" if major == "9" else \
+                f"pip install -U 'nvidia-cudnn-cu12>={need},<{int(major) + 1}'"
+        fix += ("; then make sure no older libcudnn comes first on the loader's path "
+                f"(found: {', '.join(found)})" if found else "")
+        out.append(Finding(
+            "cudnn.loaded-older-than-built", "error",
+            f"{DISPLAY.get(name, name)} loaded cuDNN {loaded}, older than the {need} it needs",
+            observed=f"{DISPLAY.get(name, name)} said: cuDNN loaded {loaded}, built with "
+                     f"{built}" + (f", minimum {need}" if need != built else ""),
+            why="cuDNN must have the build's major version and at least its minor version; "
+                "older, convolution and RNN ops fail (DNN library initialization failed) or "
+                "the GPU backend falls back to the CPU.",
+            fix=fix, source="https://docs.nvidia.com/deeplearning/cudnn/backend/latest/"
+                            "reference/support-matrix.html"))
+    return out
+
+
+def check_wheel_libs_not_on_path(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A library the framework could not load is in an nvidia-* wheel it did not look in."""
+    out = []
+    for name, probe in snap.frameworks.items():
+        failed = probe.reported.get("dlopen_failed", [])
+        present = {so: snap.wheel_cuda_libs[so] for so in failed
+                   if so in snap.wheel_cuda_libs and not snap.loader_finds(so)}
+        if not present:
+            continue
+        dirs = sorted({p for d in snap.wheel_cuda_libs.values()
+                       if (p := os.path.dirname(d))})
+        out.append(Finding(
+            "cuda.wheel-libs-not-on-path", "error",
+            f"{DISPLAY.get(name, name)} cannot load CUDA libraries that the nvidia-* wheels "
+            "installed: they are not on the loader's path",
+            observed="could not load " + ", ".join(
+                f"{so} (installed at {p})" for so, p in sorted(present.items())),
+            why="The libraries are there, but this framework build does not search the "
+                "wheels' directories (TensorFlow 2.16.1 is known for it), so it runs on the "
+                "CPU.",
+            fix="export LD_LIBRARY_PATH=" + ":".join(dirs) + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+                + ("  # or: pip install -U 'tensorflow[and-cuda]' (>= 2.16.2 finds them)"
+                   if name == "tensorflow" else ""),
+            source="https://github.com/tensorflow/tensorflow/issues/63362"))
+    return out
+
+
+def check_shadowed_wheel_libs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """An undefined symbol in a CUDA library: an older copy of the library that provides it
+    won (on LD_LIBRARY_PATH, or an older nvidia-* wheel)."""
+    out = []
+    ld_dirs = [d for d in snap.env_vars.get("LD_LIBRARY_PATH", "").split(":") if d]
+    for name, probe in snap.frameworks.items():
+        sym = probe.reported.get("undefined_symbol")
+        if not sym:
+            continue
+        provider = sym.get("version") or ""
+        m = re.search(r"_(\d+)_(\d+)$", sym["symbol"])
+        needs = f"{m.group(1)}.{m.group(2)}" if m else ""
+        shadow = snap.ld_path_cuda_libs.get(provider)
+        wheel = snap.wheel_cuda_libs.get(provider, "")
+        display = DISPLAY.get(name, name)
+        if shadow and shadow != wheel:
+            bad_dir = os.path.dirname(shadow)
+            keep = ":".join(d for d in ld_dirs if d.rstrip("/") != bad_dir.rstrip("/"))
+            out.append(Finding(
+                "cuda.lib-shadowed-by-ld-library-path", "error",
+                f"LD_LIBRARY_PATH puts an older {provider} ahead of the one {display} needs",
+                observed=f"{display} failed: {os.path.basename(sym['library'])} needs "
+                         f"{sym['symbol']} from {provider}; LD_LIBRARY_PATH finds {shadow}"
+                         + (f" before the wheel's {wheel}" if wheel else ""),
+                why="The loader searches LD_LIBRARY_PATH before a library's own RUNPATH, so the "
+                    "system CUDA's copy replaces the one the nvidia-* wheels bring; it lacks the "
+                    "symbol.",
+                fix=f"export LD_LIBRARY_PATH={keep}  # drop {bad_dir}" if keep
+                else f"unset LD_LIBRARY_PATH  # it only held {bad_dir}",
+                source="https://github.com/pytorch/pytorch/issues/111469"))
+            continue
+        dist = _wheel_of(wheel) if wheel else ""
+        have = snap.version_of(dist) if dist else ""
+        if needs and have and as_version(have) is not None and \
+                as_version(have) < as_version(needs):  # type: ignore[operator]
+            out.append(Finding(
+                "cuda.wheel-skew", "error",
+                f"{dist} {have} is older than the CUDA {needs} the other nvidia wheels need",
+                observed=f"{display} failed: {sym['symbol']} (CUDA {needs}) missing from "
+                         f"{provider} {have} ({dist})",
+                why="The nvidia-* wheels of one CUDA stack must be of one CUDA release; an "
+                    "older one lacks the newer ones' symbols.",
+                fix=f"pip install -U '{dist}>={needs}'",
+                source="https://github.com/pytorch/pytorch/issues/131312"))
+    return out
+
+
+def check_libdevice_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """XLA (TensorFlow's jit, JAX) said it cannot find CUDA's libdevice."""
+    out = []
+    for name, probe in snap.frameworks.items():
+        if not probe.reported.get("libdevice_missing"):
+            continue
+        where = "$CONDA_PREFIX" if snap.host.conda_env else "/usr/local/cuda"
+        install = ("conda install -c conda-forge cuda-nvcc" if snap.host.conda_env
+                   else "pip install nvidia-cuda-nvcc-cu12")
+        out.append(Finding(
+            "xla.libdevice-missing", "error",
+            f"{DISPLAY.get(name, name)}'s XLA cannot find CUDA's libdevice",
+            observed=f"{DISPLAY.get(name, name)} said: libdevice not found "
+                     "(nvvm/libdevice/libdevice.10.bc)",
+            why="XLA compiles GPU kernels with libdevice (part of CUDA's nvcc); without it "
+                "jit-compiled steps (Keras jit_compile, JAX) fail on the GPU.",
+            fix=f"{install}; export XLA_FLAGS=--xla_gpu_cuda_data_dir={where}  "
+                "# the directory holding nvvm/libdevice",
+            source="https://www.tensorflow.org/install/pip#linux"))
+    return out

@@ -1,0 +1,242 @@
+"""Versions that must agree and builds that must fit the hardware, as knowledge data:
+components of one stack from one release, dependency ranges per framework release,
+Keras 2 add-ons on Keras 3, GPU architectures a build has kernels for (CUDA and ROCm),
+frameworks without GPU support on native Windows."""
+
+from __future__ import annotations
+
+from devicebench.env.checks._util import (
+    DISPLAY,
+    KB,
+    as_version,
+    at_least,
+    has_nvidia_gpu,
+    legacy_keras_on,
+    major_minor,
+    matches,
+    tf_version,
+)
+from devicebench.env.finding import Finding
+from devicebench.env.snapshot import EnvSnapshot
+
+
+def _base(version: str) -> str:
+    v = as_version(version)
+    return v.base_version if v is not None else version
+
+
+def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A component of a stack (a plugin half, tf-keras) of another release than its anchor."""
+    out = []
+    for stack in kb["stacks"]:
+        anchor_v = snap.version_of(stack["anchor"])
+        if not anchor_v:
+            continue
+        want = _base(anchor_v)
+        bad = []
+        for comp in stack["components"]:
+            have = snap.version_of(comp)
+            if not have:
+                continue
+            same = (_base(have) == want if stack["pair"] == "equal"
+                    else major_minor(have) == major_minor(want))
+            if not same:
+                bad.append((comp, have))
+        if not bad:
+            continue
+        pin = want if stack["pair"] == "equal" else ".".join(map(str, major_minor(want))) + ".*"
+        pins = " ".join(f"'{c}=={pin}'" for c, _ in bad)
+        out.append(Finding(
+            "stack.release-skew", "error",
+            f"{', '.join(c for c, _ in bad)} not of the installed {stack['anchor']} release "
+            f"({want})",
+            observed="; ".join(f"{c} {v}" for c, v in bad) + f" with {stack['anchor']} {anchor_v}",
+            why="The parts of one stack are built together; a plugin or add-on of another "
+                "release fails to load, crashes, or is skipped (JAX then runs on the CPU).",
+            fix=stack["fix"].format(pins=pins), source=stack["source"]))
+    for name, probe in snap.frameworks.items():
+        rep = probe.reported
+        if not out and ("plugin_mismatch" in rep or "pjrt_mismatch" in rep):
+            said = rep.get("plugin_mismatch") or rep.get("pjrt_mismatch")
+            jl = _base(snap.version_of("jaxlib"))
+            out.append(Finding(
+                "stack.release-skew", "error",
+                f"{DISPLAY.get(name, name)}'s CUDA plugin is not of the jaxlib release",
+                observed=f"{DISPLAY.get(name, name)} said: {said}",
+                why="JAX skips (or crashes on) a plugin built for another jaxlib.",
+                fix=f"pip install 'jax-cuda12-plugin=={jl}' 'jax-cuda12-pjrt=={jl}'"
+                    if jl else "pip install -U 'jax[cuda12]'",
+                source=kb["stacks"][0]["source"]))
+    return out
+
+
+def check_requires(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A dependency outside the range a framework release was built for (NumPy 2 under a
+    TensorFlow compiled for NumPy 1, ...), or the framework saying so."""
+    out = []
+    for req in kb["requires"]:
+        v = tf_version(snap, kb) if req["dist"] == "tensorflow" else snap.version_of(req["dist"])
+        dep = snap.version_of(req["needs"]) or snap.blas.numpy_version
+        if not v or not matches(v, req["when"]) or not dep or matches(dep, req["spec"]):
+            continue
+        out.append(Finding(
+            "stack.dependency-range", "error",
+            f"{req['needs']} {dep} with {req['dist']} {v}: it needs {req['needs']}{req['spec']}",
+            observed=f"{req['dist']} {v} installed beside {req['needs']} {dep}",
+            why=req["why"] + ".", fix=f"pip install '{req['needs']}{req['spec']}'",
+            source=req["source"]))
+    return out
+
+
+def check_keras2_addons(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """An add-on that builds Keras 2 objects where tf.keras is Keras 3."""
+    tf_v = tf_version(snap, kb)
+    if not tf_v or not at_least(tf_v, kb["tensorflow"]["keras3_from"]) or legacy_keras_on(snap, kb):
+        return []
+    tfk = snap.has("tf-keras")
+    mm = ".".join(map(str, major_minor(tf_v)))
+    out = []
+    for addon in kb["keras2_addons"]:
+        if not snap.has(addon["dist"]) or (addon["needs"] == "tf-keras" and tfk):
+            continue
+        fix = f"pip install 'tf-keras=={mm}.*'" if not tfk else ""
+        if addon["needs"] == "legacy":
+            fix = (fix + " && " if fix else "") + \
+                "export TF_USE_LEGACY_KERAS=1  # before TensorFlow is imported"
+        out.append(Finding(
+            "keras.keras2-addon-on-keras3", "warning",
+            f"{addon['dist']} builds Keras 2 objects, but tf.keras is Keras 3 here",
+            observed=f"{addon['dist']} {snap.version_of(addon['dist'])} with TensorFlow {tf_v} "
+                     f"(Keras 3 since {kb['tensorflow']['keras3_from']})"
+                     + ("" if tfk else "; tf-keras not installed"),
+            why="Keras 2 (tf_keras) and Keras 3 objects cannot be mixed: Keras 3 models reject "
+                "the add-on's layers ('Only instances of keras.Layer can be added').",
+            fix=fix, source=addon["source"]))
+    return out
+
+
+def _sm(cc: str) -> str:
+    return "sm_" + cc.replace(".", "")
+
+
+def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A GPU whose architecture the installed PyTorch build has no kernels for."""
+    probe = snap.frameworks.get("torch")
+    if probe is None or probe.build.get("is_rocm_build"):
+        return []
+    arch = probe.build.get("arch_list") or []
+    said = probe.reported.get("arch_unsupported")
+    gpus = [(d.description, d.compute_capability) for d in probe.gpu_devices
+            if d.compute_capability]
+    if not gpus and said:
+        gpus = [(said["gpu"], said["arch"][3:-1] + "." + said["arch"][-1])]
+    out = []
+    for gpu, cc in gpus:
+        sm = _sm(cc)
+        ptx = [a for a in arch if a.startswith("compute_")
+               and as_version(a[8:-1] + "." + a[-1]) <= as_version(cc)]
+        if arch and (sm in arch or ptx):
+            continue
+        if not arch and not (said and said["arch"] == sm):
+            continue
+        variant = next((v for v in kb["torch_variants"] if cc in v["archs"]), None)
+        fix = (f"pip install --force-reinstall 'torch>={variant['min_torch']}' --index-url "
+               f"https://download.pytorch.org/whl/{variant['index']}" if variant
+               else "no PyTorch wheel has kernels for it: build from source, or use the CPU")
+        out.append(Finding(
+            "gpu.arch-not-in-build", "error",
+            f"PyTorch {probe.version} has no kernels for the {gpu} ({sm})",
+            observed=f"{gpu}: compute capability {cc} ({sm}); this build supports "
+                     f"{' '.join(arch or (said or {}).get('supported', []))}",
+            why="Every CUDA op fails with 'no kernel image is available for execution on the "
+                "device'.", fix=fix, source=kb["torch_variants_info"]["source"]))
+    return out
+
+
+def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A ROCm build without kernels for this AMD GPU: the supported sibling to pose as."""
+    probe = snap.frameworks.get("torch")
+    if probe is None or not probe.build.get("is_rocm_build"):
+        return []
+    gfx = str(probe.extra.get("gcn_arch") or "") or next(iter(snap.host.amd_gpus), "")
+    arch = probe.build.get("arch_list") or []
+    failed = bool(probe.reported.get("no_kernel_image"))
+    if not gfx or (arch and gfx in arch) or (not arch and not failed):
+        return []
+    if snap.env_vars.get("HSA_OVERRIDE_GFX_VERSION"):
+        return []
+    rule = next((r for r in kb["rocm_overrides"] if gfx.startswith(r["family"])), None)
+    if rule is None:
+        return []
+    return [Finding(
+        "rocm.gfx-not-in-build", "error",
+        f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx})",
+        observed=f"GPU {gfx}; torch {probe.version} (HIP {probe.build.get('hip_version', '?')})"
+                 + ("; first op: HIP error: invalid device function"
+                    if probe.reported.get("no_kernel_image") else ""),
+        why=f"ROCm wheels carry kernels for a few targets per family; {gfx} runs the "
+            f"{rule['family']}x family's supported target's kernels when told to pose as it.",
+        fix=f"export HSA_OVERRIDE_GFX_VERSION={rule['override']}  # before Python starts",
+        source=rule["source"])]
+
+
+def check_windows_no_gpu(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A framework without CUDA support on native Windows, on a machine with an NVIDIA GPU."""
+    if snap.host.os != "Windows" or not has_nvidia_gpu(snap):
+        return []
+    out = []
+    source = kb["windows_no_gpu"]["source"]
+    for name in kb["windows_no_gpu"]["frameworks"]:
+        if name in snap.frameworks or snap.has(name):
+            out.append(Finding(
+                "gpu.windows-native-unsupported", "warning",
+                f"{DISPLAY.get(name, name)} has no GPU support on native Windows",
+                observed=f"{DISPLAY.get(name, name)} {snap.version_of(name)} on "
+                         f"{snap.host.os_version or 'Windows'} with an NVIDIA GPU",
+                why="Its CUDA builds are Linux-only; on native Windows it runs on the CPU.",
+                fix=f"run it in WSL2: wsl --install, then inside WSL2: pip install -U "
+                    f"'{name}[cuda12]'", source=source))
+    return out
+
+
+def check_mask_set_too_late(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """Read in the user's process: a device mask listing fewer GPUs than PyTorch, which had
+    already initialised CUDA, uses -- it was set after the initialisation."""
+    torch_state = snap.process.get("torch") or {}
+    mask = (snap.process.get("env") or {}).get("CUDA_VISIBLE_DEVICES")
+    count = torch_state.get("device_count")
+    if mask is None or not torch_state.get("cuda_initialized") or count is None:
+        return []
+    listed = [d for d in mask.split(",") if d.strip() and d.strip() != "-1"]
+    if len(listed) >= count:
+        return []
+    return [Finding(
+        "device.mask-set-too-late", "error",
+        "CUDA_VISIBLE_DEVICES was set after PyTorch initialised CUDA: it has no effect",
+        observed=f"in this process CUDA_VISIBLE_DEVICES='{mask}' ({len(listed)} GPU(s)), but "
+                 f"PyTorch, initialised before, uses {count}",
+        why="CUDA reads the mask once, when it initialises; setting os.environ afterwards "
+            "(after import torch and a CUDA call, in a module imported late, or by a config "
+            "framework) changes nothing, so the job runs on other GPUs than intended.",
+        fix=f"set it before Python starts: CUDA_VISIBLE_DEVICES={mask} python train.py "
+            "(or as the script's first lines, before any import of torch)",
+        source="https://github.com/pytorch/pytorch/issues/9158")]
+
+
+def check_python_supported(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """TensorFlow installed into a Python its release ships no wheels for."""
+    tf_v = tf_version(snap, kb)
+    spec = kb["tensorflow_python"]["releases"].get(".".join(map(str, major_minor(tf_v))))
+    py = ".".join(snap.host.python_version.split(".")[:2])
+    if not tf_v or not spec or not py or matches(py, spec):
+        return []
+    return [Finding(
+        "python.unsupported-by-release", "warning",
+        f"TensorFlow {tf_v} has no wheels for Python {py}",
+        observed=f"Python {snap.host.python_version}; TensorFlow {tf_v} supports Python {spec}",
+        why="A release installed outside its Python range (a source build, "
+            "--ignore-requires-python, a copied environment) is untested there; binary "
+            "modules may fail to import.",
+        fix=f"use a Python in {spec} for TensorFlow {'.'.join(map(str, major_minor(tf_v)))}, "
+            "or pip install -U tensorflow (a release built for this Python)",
+        source=kb["tensorflow_python"]["source"])]

@@ -1,0 +1,136 @@
+"""What the frameworks say about themselves, read from their own output (pure, no I/O).
+
+A framework's import and first device use print the facts doctor most needs: the cuDNN it
+loaded vs the one it was built with, a plugin of another release, a GPU its build has no
+kernels for, a NumPy it was not compiled for. :func:`framework_messages` keeps those lines
+(bounded); :func:`reported_facts` parses the ones whose wording the frameworks fix in their
+source, so checks compare versions instead of matching prose. The patterns paraphrase the
+messages' format strings, cited beside each.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MAX_MESSAGES = 40
+MAX_LINE = 400
+
+# Log lines worth keeping: absl/TF/XLA "W"/"E"/"F" lines, Python warnings, errors.
+_KEEP = re.compile(
+    r"^(?:[WEF]\d{4} |[WEF] |\d{4}-\d\d-\d\d [\d:.]+: [WEF] )|Warning:|Error:|error:|"
+    r"not compatible|cannot be run in|Could not|Cannot |Unable to|failed to initialize|"
+    r"too old|not found|version mismatch|Mismatched|is not compatible"
+)
+
+
+def framework_messages(text: str) -> list[str]:
+    """The warning/error lines of a framework's stderr, each once, at most 40 of 400 chars.
+
+    Example:
+        >>> framework_messages("I noise\\nW0000 tf] Could not load dynamic library 'x'\\n")
+        ["W0000 tf] Could not load dynamic library 'x'"]
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and _KEEP.search(line):
+            line = line[:MAX_LINE]
+            if line not in out:
+                out.append(line)
+        if len(out) >= MAX_MESSAGES:
+            break
+    return out
+
+
+def _cudnn_number(text: str) -> str:
+    """cuDNN versions as the frameworks print them: "8.9.4", or an integer "8906" / "90100"."""
+    if "." in text:
+        return text
+    n = int(text)
+    if n >= 90000:  # cuDNN 9 encodes major*10000 + minor*100 + patch
+        return f"{n // 10000}.{n // 100 % 100}.{n % 100}"
+    return f"{n // 1000}.{n // 100 % 10}.{n % 100}"  # cuDNN <= 8: major*1000 + minor*100
+
+
+# XLA/TF stream_executor/cuda/cuda_dnn.cc: "Loaded runtime CuDNN library: %s but source was
+# compiled with: %s" (older TF: "...: 7201 (compatibility version 7200) but source was
+# compiled with 7004").
+_CUDNN_LOADED = re.compile(
+    r"Loaded runtime CuDNN library:? (\d+(?:\.\d+)*).*?but source was compiled with:? "
+    r"(\d+(?:\.\d+)*)")
+# jax/_src/xla_bridge.py (jax 0.4.2x): "Found cuDNN version %d, but JAX was built against
+# version %d"; later: "Version JAX was built against: %d ... Installed version: %d".
+_JAX_CUDNN_OLD = re.compile(r"Found cuDNN version (\d+), but JAX was built against version (\d+)")
+_JAX_CUDNN_NEW = re.compile(
+    r"Outdated cuDNN installation found\.\s*Version JAX was built against: (\d+)\s*"
+    r"Minimum supported: (\d+)\s*Installed version: (\d+)", re.S)
+# jax/_src/xla_bridge.py: "JAX plugin %s version %s is installed, but it is not compatible
+# with the installed jaxlib version %s"
+_JAX_PLUGIN = re.compile(
+    r"JAX plugin (\w+) version ([\w.+]+) is installed, but it is not compatible with the "
+    r"installed jaxlib version ([\w.+]+)")
+_PJRT = re.compile(r"Mismatched PJRT plugin PJRT API version \(([\d.]+)\) and framework PJRT "
+                   r"API version ([\d.]+)")
+# torch/cuda/__init__.py _check_capability: "%s with CUDA capability sm_%d%d is not compatible
+# with the current PyTorch installation. The current PyTorch install supports CUDA
+# capabilities %s."
+_TORCH_ARCH = re.compile(r"(\S.*?) with CUDA capability (sm_\d+) is not compatible with the "
+                         r"current PyTorch installation\.?\s*The current PyTorch install "
+                         r"supports CUDA capabilities ([\w ]+)\.", re.S)
+# torch/cuda: "The NVIDIA driver on your system is too old (found version %d)"
+_DRIVER_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d+)\)")
+# numpy/core/_multiarray_umath.py: "A module that was compiled using NumPy 1.x cannot be run
+# in NumPy %s as it may crash."
+_NUMPY_ABI = re.compile(r"compiled using NumPy 1\.x cannot be run in\s+NumPy ([\d.]+\w*)")
+_LIBDEVICE = re.compile(r"libdevice not found|Can't find libdevice directory|"
+                        r"libdevice is required by this HLO module")
+_DLOPEN = re.compile(r"Could not load dynamic library '([^']+)'")
+_UNDEFINED = re.compile(r"(\S+\.so[.\d]*): undefined symbol: (\w+)(?:, version (\S+))?")
+_NO_KERNEL = re.compile(r"no kernel image is available|HIP error: invalid device function")
+
+
+def reported_facts(text: str) -> dict[str, Any]:
+    """Facts a framework stated in ``text`` (its stderr, error or first-use error).
+
+    Keys (present only when stated): ``cudnn_loaded``/``cudnn_built`` (dotted versions),
+    ``cudnn_min``, ``plugin_mismatch`` ({plugin, version, jaxlib}), ``pjrt_mismatch``,
+    ``arch_unsupported`` ({gpu, arch, supported}), ``driver_cuda_found`` ("11.6"),
+    ``numpy_abi`` (the NumPy 2 version), ``libdevice_missing``, ``dlopen_failed`` (sonames),
+    ``undefined_symbol`` ({library, symbol, version}), ``no_kernel_image``.
+
+    Example:
+        >>> reported_facts("Loaded runtime CuDNN library: 9.0.0 but source was compiled "
+        ...                "with: 9.3.0.  CuDNN library needs ...")
+        {'cudnn_loaded': '9.0.0', 'cudnn_built': '9.3.0'}
+    """
+    facts: dict[str, Any] = {}
+    if m := _CUDNN_LOADED.search(text):
+        facts["cudnn_loaded"], facts["cudnn_built"] = map(_cudnn_number, m.groups())
+    elif m := _JAX_CUDNN_OLD.search(text):
+        facts["cudnn_loaded"], facts["cudnn_built"] = _cudnn_number(m[1]), _cudnn_number(m[2])
+    elif m := _JAX_CUDNN_NEW.search(text):
+        facts["cudnn_built"] = _cudnn_number(m[1])
+        facts["cudnn_min"] = _cudnn_number(m[2])
+        facts["cudnn_loaded"] = _cudnn_number(m[3])
+    if m := _JAX_PLUGIN.search(text):
+        facts["plugin_mismatch"] = {"plugin": m[1], "version": m[2], "jaxlib": m[3]}
+    if m := _PJRT.search(text):
+        facts["pjrt_mismatch"] = {"plugin_api": m[1], "framework_api": m[2]}
+    if m := _TORCH_ARCH.search(text):
+        facts["arch_unsupported"] = {"gpu": m[1].strip().splitlines()[-1].strip(),
+                                     "arch": m[2], "supported": m[3].split()}
+    if m := _DRIVER_OLD.search(text):
+        n = int(m[1])
+        facts["driver_cuda_found"] = f"{n // 1000}.{n % 1000 // 10}"
+    if m := _NUMPY_ABI.search(text):
+        facts["numpy_abi"] = m[1]
+    if _LIBDEVICE.search(text):
+        facts["libdevice_missing"] = True
+    if failed := sorted(set(_DLOPEN.findall(text))):
+        facts["dlopen_failed"] = failed
+    if m := _UNDEFINED.search(text):
+        facts["undefined_symbol"] = {"library": m[1], "symbol": m[2], "version": m[3] or ""}
+    if _NO_KERNEL.search(text):
+        facts["no_kernel_image"] = True
+    return facts

@@ -1,0 +1,223 @@
+"""Doctor on real broken environments it was not written for (issue 24).
+
+``tests/fixtures/env_corpus/cases.json`` holds 49 public reports (2023-2026), each a raw
+probe input replayed through the probe's own interpretation
+(:func:`devicebench.env.interpret.snapshot_from_raw`) and a judge written with the case before
+any rule. ``split.json`` (committed before the rules) splits them by ``sha256(url)``: rules
+were written against the ``dev`` half; the ``held-out`` half measures them. Run with ``-s``
+to see both halves' figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from devicebench.env.checks import run_checks
+from devicebench.env.finding import Finding
+from devicebench.env.interpret import snapshot_from_raw
+from devicebench.env.snapshot import load_snapshot
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CORPUS = json.loads((FIXTURES / "env_corpus" / "cases.json").read_text(encoding="utf-8"))["cases"]
+SPLIT = json.loads((FIXTURES / "env_corpus" / "split.json").read_text(encoding="utf-8"))
+
+# The figures measured when these rules were written (diagnosed / cases). A change that
+# lowers either fails here; raise them when rules improve (never to a figure not reached).
+DEV_DIAGNOSED_AT_LEAST = 23  # measured 2026-12-01 (before this issue's rules: 4/24)
+HELD_OUT_DIAGNOSED_AT_LEAST = 17  # measured 2026-12-01 (before: 5/25); the target was 20
+
+
+def half_of(url: str) -> str:
+    return "dev" if int(hashlib.sha256(url.encode()).hexdigest(), 16) % 2 == 0 else "held-out"
+
+
+def diagnosed(case: dict, findings: list[Finding]) -> bool:
+    """An error or warning names every cause term, and its fix holds one of the fix terms."""
+    judge = case["judge"]
+    for f in findings:
+        if f.severity == "info":
+            continue
+        text = f"{f.title}\n{f.observed}\n{f.why}".lower()
+        if all(t.lower() in text for t in judge["cause_terms"]) and any(
+            t.lower() in f.fix.lower() for t in judge["fix_terms"]
+        ):
+            return True
+    return False
+
+
+def score(half: str) -> tuple[int, int, list[str]]:
+    cases = [c for c in CORPUS if half_of(c["url"]) == half]
+    missed = []
+    for case in cases:
+        if not diagnosed(case, run_checks(snapshot_from_raw(case["raw"]))):
+            missed.append(case["url"])
+    return len(cases) - len(missed), len(cases), missed
+
+
+def test_split_is_the_committed_one() -> None:
+    assert len(CORPUS) >= 40
+    assert len({c["url"] for c in CORPUS}) == len(CORPUS)
+    for half in ("dev", "held-out"):
+        assert sorted(SPLIT[half]) == sorted(c["url"] for c in CORPUS if half_of(c["url"]) == half)
+    for case in CORPUS:
+        assert case["url"].startswith("https://") and case["raw"]["source"] == case["url"]
+        assert "2023" <= case["date"][:4] <= "2026"
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c["url"].split("github.com/")[-1] for c in CORPUS])
+def test_every_case_replays_and_checks_run_clean(case: dict) -> None:
+    findings = run_checks(snapshot_from_raw(case["raw"]))
+    assert "doctor.check-failed" not in {f.id for f in findings}, findings
+
+
+def test_corpus_figures() -> None:
+    """Recall on both halves; printed with -s for the report."""
+    dev_hit, dev_n, dev_missed = score("dev")
+    held_hit, held_n, held_missed = score("held-out")
+    print(f"\nenv corpus: dev {dev_hit}/{dev_n} diagnosed; held-out {held_hit}/{held_n} "
+          f"diagnosed ({100 * held_hit / held_n:.0f}%)")
+    for url in held_missed:
+        print(f"  held-out miss: {url}")
+    assert dev_hit >= DEV_DIAGNOSED_AT_LEAST
+    assert held_hit >= HELD_OUT_DIAGNOSED_AT_LEAST
+
+
+HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "snapshots/m2_tf219_metal120.json",
+           "raw/mac_m3_macos145_tf219_metal120.json", "raw/mac_m1_macos151_tf218_metal120.json",
+           "raw/linux_cpu_vm_tf_jax_torch.json"]
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_healthy_snapshots_have_no_errors(name: str) -> None:
+    path = FIXTURES / name
+    snap = (load_snapshot(path) if name.startswith("snapshots/")
+            else snapshot_from_raw(json.loads(path.read_text(encoding="utf-8"))))
+    if "h200" in name:
+        snap.env_vars["KERAS_BACKEND"] = "jax"  # its one known error: no backend chosen
+    errors = [f.id for f in run_checks(snap) if f.severity == "error"]
+    assert errors == []
+
+
+def test_every_new_knowledge_entry_cites_its_source() -> None:
+    from devicebench.env.checks import load_knowledge
+
+    kb = load_knowledge()
+    for section in ("stacks", "requires", "keras2_addons", "rocm_overrides"):
+        assert kb[section], section
+        for entry in kb[section]:
+            assert entry["source"].startswith("https://"), (section, entry)
+    assert kb["torch_variants_info"]["source"].startswith("https://")
+
+
+def test_framework_messages_are_bounded_and_parsed() -> None:
+    from devicebench.env.interpret import framework_probe_from_worker
+
+    noise = "".join(f"W0000 tf] warning number {i}\n" for i in range(500))
+    said = ("E cuda_dnn.cc:447] Loaded runtime CuDNN library: 8.7.0 but source was compiled "
+            "with: 8.9.4.  CuDNN library needs ...\n")
+    probe = framework_probe_from_worker("tensorflow", "ok", {"name": "tensorflow"}, said + noise)
+    assert probe.reported == {"cudnn_loaded": "8.7.0", "cudnn_built": "8.9.4"}
+    assert len(probe.messages) == 40 and all(len(m) <= 400 for m in probe.messages)
+    assert probe.messages[0].startswith("E cuda_dnn.cc")
+
+
+def test_installed_wheel_libs_are_not_answered_with_install_them() -> None:
+    # Issue 24, class 5: the libraries are installed (by nvidia-* wheels), only not found.
+    case = next(c for c in CORPUS if c["url"].endswith("/tensorflow/issues/63362"))
+    findings = {f.id: f for f in run_checks(snapshot_from_raw(case["raw"]))}
+    assert findings["cuda.wheel-libs-not-on-path"].severity == "error"
+    not_seen = findings["gpu.not-seen"]
+    assert "not on the loader's path" in not_seen.why
+    assert not_seen.fix.startswith("export LD_LIBRARY_PATH=") and "pip install" not in not_seen.fix
+
+
+def test_recorded_raw_inputs_replay_to_the_live_probe() -> None:
+    """The raw document the probe records interprets to what the live probe builds."""
+    from devicebench.env.probe import probe_host_layer, read_raw_environment
+
+    replayed = snapshot_from_raw(read_raw_environment([]))
+    live = probe_host_layer()
+    assert replayed.host == live.host
+    assert replayed.distributions == live.distributions
+    assert replayed.system_cuda_libs == live.system_cuda_libs
+    assert replayed.wheel_cuda_libs == live.wheel_cuda_libs
+    assert replayed.blas == live.blas and replayed.env_vars == live.env_vars
+
+
+def test_a_real_healthy_probe_output_keeps_the_frameworks_words() -> None:
+    # Recorded here with read_raw_environment: TF's real CPU-only log lines are kept, and
+    # none of them becomes an error or warning.
+    doc = json.loads((FIXTURES / "raw" / "linux_cpu_vm_tf_jax_torch.json").read_text())
+    snap = snapshot_from_raw(doc)
+    tf = snap.frameworks["tensorflow"]
+    assert any("cuInit" in m for m in tf.messages) and tf.reported == {}
+    assert [f.id for f in run_checks(snap) if f.severity != "info"] == []
+
+
+def test_fixes_on_windows_use_windows_shell_syntax() -> None:
+    import re
+
+    windows = [c for c in CORPUS if c["raw"]["host"]["system"] == "Windows"]
+    assert len(windows) >= 5
+    for case in windows:
+        for f in run_checks(snapshot_from_raw(case["raw"])):
+            if "WSL2" in f.fix:
+                continue
+            assert not re.search(r"\bexport \w+=|\bunset \w+|\b[A-Z_]+=\S+ python", f.fix), f
+
+
+def test_jax_on_windows_is_not_told_to_install_cuda_wheels_it_cannot_have() -> None:
+    case = next(c for c in CORPUS if c["url"].endswith("RoboEden/jux/issues/11"))
+    not_seen = next(f for f in run_checks(snapshot_from_raw(case["raw"]))
+                    if f.id == "gpu.not-seen")
+    assert "WSL2" in not_seen.fix
+
+
+def test_a_mask_set_after_cuda_init_is_an_error_only_in_process_state() -> None:
+    # The corpus case as doctor sees it from outside: nothing to see (stays a miss) ...
+    case = next(c for c in CORPUS if "optimum-benchmark/issues/27" in c["url"])
+    outside = run_checks(snapshot_from_raw(case["raw"]))
+    assert "device.mask-set-too-late" not in {f.id for f in outside}
+    # ... and as read inside the script's process, after torch had initialised CUDA.
+    raw = dict(case["raw"], process={"env": {"CUDA_VISIBLE_DEVICES": "4,5"},
+                                     "imported": ["torch"],
+                                     "torch": {"cuda_initialized": True, "device_count": 8}})
+    f = next(f for f in run_checks(snapshot_from_raw(raw)) if f.id == "device.mask-set-too-late")
+    assert f.severity == "error" and "CUDA_VISIBLE_DEVICES=4,5 python" in f.fix
+    ok = dict(raw, process=dict(raw["process"], torch={"cuda_initialized": True,
+                                                       "device_count": 2}))
+    assert "device.mask-set-too-late" not in {f.id for f in run_checks(snapshot_from_raw(ok))}
+
+
+def test_process_state_reads_without_importing_a_framework() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from devicebench.env.probe import read_process_state; "
+            "s = read_process_state(); "
+            "print(s['imported'], [m for m in ('torch', 'tensorflow', 'jax') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] []"
+
+
+def test_python_support_matrix_per_tensorflow_release() -> None:
+    from devicebench.env.checks.frameworks import tf_releases_for_python
+
+    kb = __import__("devicebench.env.checks", fromlist=["load_knowledge"]).load_knowledge()
+    assert "2.10" in tf_releases_for_python("3.10.11", kb)
+    assert "2.15" not in tf_releases_for_python("3.12.3", kb)
+    assert tf_releases_for_python("3.14.2", kb) == []
+    host = {"system": "Linux", "machine": "x86_64", "python_version": "3.12.3"}
+    old = {"host": host, "distributions": {"tensorflow": "2.15.1"}}
+    f = next(f for f in run_checks(snapshot_from_raw(old))
+             if f.id == "python.unsupported-by-release")
+    assert "3.12" in f.title and ">=3.9,<3.12" in f.observed
+    new = {"host": host, "distributions": {"tensorflow": "2.19.0"}}
+    assert "python.unsupported-by-release" not in {f.id for f in run_checks(snapshot_from_raw(new))}
+    bare = {"host": dict(host, python_version="3.14.2"), "distributions": {}}
+    none = next(f for f in run_checks(snapshot_from_raw(bare)) if f.id == "frameworks.none")
+    assert "no TensorFlow release has wheels for Python 3.14.2" in none.fix
