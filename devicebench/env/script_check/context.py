@@ -163,8 +163,10 @@ class Context:
                         call, moved = call.func.value, moved or call.func.attr in ("to", "cuda")
                     if isinstance(call, ast.Name) and call.id in names:
                         names.add(name)
-                    elif moved and isinstance(call, ast.Call) and last_name(call)[:1].isupper():
-                        names.add(name)  # Net().cuda(): an instance of some model class
+                    elif moved and isinstance(call, ast.Call) and (
+                            last_name(call)[:1].isupper() or last_name(call) == "from_pretrained"
+                            and dotted(call.func).split(".")[0][:1].isupper()):
+                        names.add(name)  # Net().cuda(), Bert.from_pretrained(...).cuda()
                     elif isinstance(call, ast.Call):
                         q = self.resolve(call.func)
                         rel = keras_rel(q) or ""

@@ -127,10 +127,11 @@ def eager_custom_loop(ctx: Context) -> None:
 
 
 @rule("script.gradient-in-tape",
-      "`{tape}.gradient` called inside the tape's own block",
-      "the tape keeps recording while it computes the gradient, so the backward pass is "
-      "itself recorded: more memory and time for nothing (TensorFlow warns that this is "
-      "\"significantly less efficient\")",
+      "`{tape}.gradient` called inside a persistent tape's own block",
+      "a persistent tape keeps recording while it computes the gradient, so the backward "
+      "pass is itself recorded: more memory and time for nothing (TensorFlow warns that this "
+      "is \"significantly less efficient\"); a non-persistent tape stops recording there "
+      "and costs nothing",
       "dedent `{tape}.gradient(...)` (and `apply_gradients`) out of the `with` block; "
       "only the forward pass and the loss belong inside it")
 def gradient_in_tape(ctx: Context) -> None:
@@ -139,6 +140,9 @@ def gradient_in_tape(ctx: Context) -> None:
         if not name or any(w is not with_node and ctx.enclosing(with_node, (ast.With,)) is w
                            for w, _ in tapes):
             continue  # a nested (higher-order) tape computes gradients inside the outer one
+        persistent = keyword(with_node.items[0].context_expr, "persistent")  # type: ignore[arg-type]
+        if not (isinstance(persistent, ast.Constant) and persistent.value is True):
+            continue  # a non-persistent tape stops recording at `gradient`: nothing is lost
         for n in walk(with_node.body):
             if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                     and n.func.attr == "gradient" and dotted(n.func.value) == name):

@@ -33,6 +33,8 @@ def unsynced_timing(ctx: Context) -> None:
         q = ctx.resolve(node.func)
         if q in ("timeit.timeit", "timeit.repeat") and node.args:
             body = node.args[0].body if isinstance(node.args[0], ast.Lambda) else node.args[0]
+            if isinstance(body, ast.Name) and body.id in ctx.funcs:  # timeit.repeat(fn)
+                body = ast.Module(body=ctx.funcs[body.id].body, type_ignores=[])
             op = ctx.search([body], ctx.is_tensor_op)
             if op is not None and ctx.search([body], ctx.is_sync) is None:
                 _timing(ctx, node, op, f"`{q}` times `{ctx.code(op.lineno)}`")
