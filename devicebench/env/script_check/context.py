@@ -22,6 +22,7 @@ from devicebench.env.script_check.ast_tools import (
     target_names,
     walk,
 )
+from devicebench.env.script_check.pins import keras_assumed
 from devicebench.env.snapshot import EnvSnapshot
 
 DEFAULT_ALIASES = {"tf": "tensorflow", "np": "numpy", "jnp": "jax.numpy"}
@@ -113,7 +114,9 @@ class Context:
                       and self.is_small_tensor(s.value) for t in s.targets
                       if isinstance(t, ast.Name)}
         keras_v = snapshot.version_of("keras") if snapshot else ""
-        self.keras_v, self.keras2 = keras_v, keras_v[:2] in ("1.", "2.")
+        self.keras2, self.keras_basis = keras_assumed(lines, directory, keras_v)
+        self.keras_v = keras_v if keras_v and self.keras2 == (keras_v[:2] in ("1.", "2.")) else (
+            "2 (as the script pins it)" if self.keras2 else "")
         self.compiled = self._compiled()
         self.models = self._models()
 

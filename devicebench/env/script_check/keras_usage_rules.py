@@ -47,7 +47,7 @@ def keras3_removed(ctx: Context) -> None:
         return
     sev: Severity = "info" if ctx.keras2 else "error"
     note = (f"works with keras {ctx.keras_v} here; breaks after an upgrade to Keras 3"
-            if ctx.keras2 else "")
+            if ctx.keras2 else f"assuming {ctx.keras_basis}")
     rnn_layers = {n for n, vs in ctx.assigns.items() for v in vs
                   if isinstance(v, ast.Call) and last_name(v) in RNN_LAYERS}
     for call in ctx.calls():
