@@ -20,10 +20,14 @@ from tests.unit.test_script_rules import mac_snapshot
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "corpus"
 SPLIT: dict[str, dict[str, str]] = json.loads((CORPUS / "split.json").read_text())
 _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
-# measured on this branch before any rule was written: dev 1/20 and 3 alarms, heldout
-# 5/27 and 2 alarms; after the rules below (written against dev only): these. A change
-# that finds fewer pitfalls or raises more alarms fails.
-MEASURED = {"dev": (17, 2), "heldout": (11, 3)}  # half -> (pitfalls found, false alarms)
+# Measured on this branch. Before any rule: dev 1/20 with 3 false alarms, heldout 5/27 with 2.
+# Rules written against dev only, heldout measured once, untouched: dev 17/20 + 2, heldout
+# 11/27 + 3 (commit fba0766) -- the honest held-out figure. The rules added after that
+# (cuDNN autotuning, growing arrays, model never moved, MPS device choice, syncs in called
+# functions, ...) were written with the held-out misses in view, so the heldout figures
+# below are no longer held-out; the "fresh" half (collected after the rules were frozen)
+# is. A change that finds fewer pitfalls or raises more alarms fails.
+MEASURED = {"dev": (17, 2), "heldout": (22, 3)}  # half -> (pitfalls found, false alarms)
 
 
 def judge(path: Path) -> tuple[int, int, list[str], list[str]]:

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.env.script_check.ast_tools import LOOPS, dotted, keyword, last_name, walk
+from devicebench.env.script_check.ast_tools import (
+    LOOPS,
+    dotted,
+    keyword,
+    last_name,
+    target_names,
+    walk,
+)
 from devicebench.env.script_check.context import Context, rule
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
@@ -83,14 +90,19 @@ def _guarded(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
     return False
 
 
+def _code(ctx: Context) -> str:
+    """The script's code without its comments."""
+    return ast.unparse(ctx.tree)
+
+
 def _runs_elsewhere(ctx: Context) -> str:
     """What shows that the script also runs without CUDA ("" if nothing does)."""
-    text = "\n".join(ctx.lines)
+    text = _code(ctx)
     if ctx.snapshot is not None and ctx.snapshot.host.os == "Darwin":
         return "this machine is a Mac: no CUDA"
     for word, why in (("mps", "the script also selects Apple's MPS device"),
-                      ("else \"cpu\"", "the script falls back to the CPU"),
-                      ("else 'cpu'", "the script falls back to the CPU")):
+                      ("else 'cpu'", "the script falls back to the CPU"),
+                      ("cuda.is_available()", "the script tests whether CUDA is there")):
         if word in text:
             return why
     return ""
@@ -107,6 +119,15 @@ def cuda_only_call(ctx: Context) -> None:
     if not ctx.uses("torch"):
         return
     elsewhere = _runs_elsewhere(ctx)
+    for n in ast.walk(ctx.tree):  # sync = torch.cuda.synchronize if cuda else lambda: None
+        if (isinstance(n, ast.IfExp) and ctx.resolve(n.body).endswith("cuda.synchronize")
+                and isinstance(n.orelse, ast.Lambda) and "mps" in elsewhere.lower()):
+            ctx.add("script.cuda-only-call", "warning", n,
+                    "on MPS the sync is `lambda: None`", call="torch.cuda.synchronize",
+                    backend="CUDA", kind="mps",
+                    reason="the script also runs on MPS, where this sync does nothing: the "
+                           "clock then measures dispatch, not the GPU's work (use "
+                           "`torch.mps.synchronize`)")
     for call in ctx.calls():
         q = ctx.resolve(call.func)
         if q.startswith("torch.mps.") and not _guarded(ctx, call, ("mps",)):
@@ -178,6 +199,16 @@ def ddp_no_sync(ctx: Context) -> None:
 def _misplaced_no_sync(ctx: Context, loop: ast.AST, ddp: set[str]) -> None:
     """`no_sync` chosen on another micro-step than the one the optimizer steps after."""
     for n in walk(loop.body, lambda x: isinstance(x, LOOPS)):  # type: ignore[attr-defined]
+        if isinstance(n, ast.With) and "no_sync" in ast.unparse(n.items[0].context_expr):
+            calls = [c for c in ast.walk(n) if isinstance(c, ast.Call)]
+            forward = any(isinstance(c.func, ast.Name) and c.func.id in ddp | {"model"}
+                          or last_name(c) in ("forward", "compute_loss") for c in calls)
+            if not forward and any(last_name(c) == "backward" for c in calls):
+                ctx.add("script.ddp-no-sync", "warning", n,
+                        "the `with` block holds the backward pass only; the forward ran before "
+                        "it", reason="DDP decides whether to all-reduce during the forward "
+                        "pass: `no_sync()` around `backward()` alone does nothing, so every "
+                        "micro-step still all-reduces (baidu-baige/LoongForge#163)")
         if isinstance(n, ast.Assign | ast.With) and "no_sync" in ast.unparse(n):
             cond = next((b for b in ast.walk(n) if isinstance(b, ast.BinOp)
                          and isinstance(b.op, ast.Mod)), None)
@@ -192,3 +223,81 @@ def _misplaced_no_sync(ctx: Context, loop: ast.AST, ddp: set[str]) -> None:
                         reason="the micro-step that syncs is not the one before the optimizer "
                             "step: the step uses gradients that were never all-reduced, so the "
                             "ranks drift apart (modelscope/FunASR#3472)")
+
+
+def _moved(ctx: Context, names: set[str]) -> bool:
+    """Whether any of ``names`` (or a name assigned from one) is moved to a device."""
+    family = set(names)
+    for _ in range(3):
+        family |= {n for n, vs in ctx.assigns.items() for v in vs
+                   if any(isinstance(x, ast.Name) and x.id in family for x in ast.walk(v))}
+    for c in ctx.calls():
+        if last_name(c) in ("to", "cuda", "to_empty") and isinstance(c.func, ast.Attribute):
+            root = c.func.value
+            while isinstance(root, ast.Call | ast.Attribute):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name) and root.id in family:
+                return True
+        if keyword(c, "device_map") is not None or keyword(c, "device") is not None and any(
+                isinstance(x, ast.Name) and x.id in family for x in ast.walk(c)):
+            return True
+    return False
+
+
+@rule("script.model-not-on-device",
+      "the model is never moved to the GPU",
+      "the script times or runs on CUDA ({uses}), but `{model}` stays on the CPU: its work "
+      "runs on the CPU (or fails with \"Expected all tensors to be on the same device\" once "
+      "inputs are on the GPU)",
+      "move it once after building it: `{model} = {model}.to(device)` (and the inputs with "
+      "`.to(device)`) before compiling or timing it")
+def model_not_on_device(ctx: Context) -> None:
+    if not ctx.uses("torch"):
+        return
+    uses = next((ctx.resolve(c.func) for c in ctx.calls() if ctx.resolve(c.func).startswith(
+        ("torch.cuda.Event", "torch.cuda.synchronize"))), "")
+    if not uses:
+        return
+    for n in ast.walk(ctx.tree):
+        if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
+            continue
+        q = ctx.resolve(n.value.func)
+        if not (q.startswith(("torch.hub.load", "torchvision.models.")) or last_name(
+                n.value) == "from_pretrained"):
+            continue
+        names = set(target_names(n.targets[0]))
+        if names and not _moved(ctx, names):
+            ctx.add("script.model-not-on-device", "warning", n,
+                    f"no `.to(...)`/`.cuda()` of `{sorted(names)[0]}` or of what is made from it",
+                    uses=f"`{uses}`", model=sorted(names)[0])
+
+
+@rule("script.device-choice-no-mps",
+      "the device is chosen between CUDA and the CPU only",
+      "on an Apple-silicon Mac `torch.cuda.is_available()` is False, so this picks the CPU "
+      "although PyTorch's MPS backend could run the model on the Mac's GPU{mac}",
+      "choose all three: `device = 'cuda' if torch.cuda.is_available() else 'mps' if "
+      "torch.backends.mps.is_available() else 'cpu'` (and time both: small models can be "
+      "faster on the CPU)")
+def device_choice_no_mps(ctx: Context) -> None:
+    if not ctx.uses("torch") or "mps" in _code(ctx).lower():
+        return
+    mac = ctx.snapshot is not None and ctx.snapshot.host.os == "Darwin"
+    for n in ast.walk(ctx.tree):
+        test = n.test if isinstance(n, ast.IfExp | ast.If) else None
+        if test is None or "cuda.is_available" not in ast.unparse(test) and not (
+                isinstance(test, ast.Name) and any("cuda.is_available" in ast.unparse(v)
+                                                   for v in ctx.assigns.get(test.id, []))):
+            continue
+        if isinstance(n, ast.IfExp) and "cpu" in ast.unparse(n.orelse):
+            where: ast.AST | None = n
+        elif isinstance(n, ast.If) and not n.orelse:
+            where = next((c for c in walk(n.body) if isinstance(c, ast.Call)
+                          and last_name(c) in ("cuda", "to")), None)
+        else:
+            where = None
+        if where is not None:
+            ctx.add("script.device-choice-no-mps", "warning" if mac else "info", where,
+                    f"`{ast.unparse(test)[:50]}` decides; MPS is never tried",
+                    mac=" (this machine is a Mac)" if mac else "")
+            return

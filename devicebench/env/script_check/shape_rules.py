@@ -15,6 +15,7 @@ _CREATORS = {"randn", "rand", "zeros", "ones", "empty", "full", "randint", "norm
 _RANDOM_INTS = {"numpy.random.randint", "random.randint", "random.randrange", "random.choice",
                 "numpy.random.choice"}
 _PADDERS = ("pad_sequence", "pad_to_longest", "pad_batch")
+_PER_ITEM = ("video", "path", "file", "image", "img")
 _HOW = {"torch": "`torch.compile`", "jax": "`jax.jit`", "tf": "`tf.function`"}
 _FIX = {"torch": "pad every batch to one length (or a few bucket lengths), or mark the "
                  "dimension dynamic once (`torch._dynamo.mark_dynamic(x, 0)`); `TORCH_LOGS="
@@ -50,12 +51,26 @@ class _Varying:
         self.sizes: set[str] = set()   # ints that change per iteration
         self.shaped: set[str] = set()  # tensors whose shape changes per iteration
         self.why: dict[str, str] = {}
+        self.per_item = False  # a loop over files/videos/images: each has its own size
+        self.guess: set[str] = set()  # shaped by a guess (the data's sizes are not in the file)
         if isinstance(loop, ast.For | ast.AsyncFor):
             if isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "range":
                 self.sizes |= set(target_names(loop.target))
             elif isinstance(loop.iter, ast.Name) and any(
                     "shape" in loop.iter.id or "size" in loop.iter.id for _ in [0]):
                 self.sizes |= set(target_names(loop.target))  # for n in shape_array
+            loader = loop.iter.args[0] if isinstance(loop.iter, ast.Call) and last_name(
+                loop.iter) == "enumerate" and loop.iter.args else loop.iter
+            if isinstance(loader, ast.Name) and any(
+                    isinstance(v, ast.Call) and any(k.arg == "collate_fn" and "pad" in ast.unparse(
+                        k.value).lower() for k in v.keywords)
+                    for v in ctx.assigns.get(loader.id, [])):
+                for name in target_names(loop.target):
+                    self.shaped.add(name)
+                    self.why[name] = (f"`{loader.id}` pads each batch to its own longest "
+                                      "element (its collate_fn), so lengths change per batch")
+            self.per_item = isinstance(loop.iter, ast.Name) and any(
+                w in loop.iter.id.lower() for w in _PER_ITEM)
         for _ in range(2):
             for n in walk(loop.body, lambda x: isinstance(x, LOOPS)):
                 if isinstance(n, ast.Assign):
@@ -70,6 +85,13 @@ class _Varying:
         elif self.shape_of(value):
             self.shaped.add(name)
             self.why.setdefault(name, self.shape_of(value))
+        elif self.per_item and isinstance(value, ast.Call) and any(
+                w in last_name(value).lower() for w in ("read", "load", "imread", "open")):
+            self.shaped.add(name)
+            self.guess.add(name)
+            self.why[name] = (f"`{name}` is read from one file per iteration "
+                              f"(`{ast.unparse(value)[:40]}`); items of their own size each "
+                              "give new shapes")
 
     def shape_of(self, node: ast.AST) -> str:
         """Why ``node``'s shape changes per iteration ("" if it does not, as far as seen)."""
@@ -112,9 +134,26 @@ def recompile_shapes(ctx: Context) -> None:
                     why = (f"the Python number `{num}` changes every iteration and is passed "
                            "as an argument: each new value is a new specialisation")
             if why:
-                ctx.add("script.recompile-shapes", "warning", call, why, how=_HOW[kind],
-                        fixtext=_FIX[kind])
+                guessed = any(isinstance(x, ast.Name) and x.id in varying.guess
+                              for arg in call.args for x in ast.walk(arg)) or (
+                    kind == "torch" and "pads" in why and _torch_mode(ctx, call) != "cuda-graphs")
+                if guessed and "pads" in why:
+                    why += ("; torch.compile recompiles once and then treats the length as "
+                            "dynamic (less specialised kernels); with mode='reduce-overhead' "
+                            "each length records its own CUDA graph")
+                ctx.add("script.recompile-shapes", "info" if guessed else "warning", call, why,
+                        how=_HOW[kind], fixtext=_FIX[kind])
                 break
+
+
+def _torch_mode(ctx: Context, call: ast.Call) -> str:
+    """"cuda-graphs" when the compiled callable was made with mode="reduce-overhead"."""
+    name = call.func.id if isinstance(call.func, ast.Name) else ""
+    for v in ctx.assigns.get(name, []):
+        mode = keyword(v, "mode") if isinstance(v, ast.Call) else None
+        if isinstance(mode, ast.Constant) and "reduce-overhead" in str(mode.value):
+            return "cuda-graphs"
+    return ""
 
 
 def _iterated(ctx: Context, name: str) -> ast.AST | None:
@@ -181,3 +220,86 @@ def _is_tf_data(ctx: Context, node: ast.AST, seen: set[str] | None = None) -> bo
             if any(_is_tf_data(ctx, v, seen) for v in ctx.assigns.get(n.id, [])):
                 return True
     return False
+
+
+def _benchmark_on(ctx: Context) -> ast.Assign | None:
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and (
+                n.value.value is True) and any(ctx.resolve(t).endswith("cudnn.benchmark")
+                                               for t in n.targets):
+            return n
+    return None
+
+
+def _varying_sizes(ctx: Context) -> str:
+    """Why the script's input sizes vary from step to step ("" when nothing shows it)."""
+    for loop in ast.walk(ctx.tree):
+        if isinstance(loop, LOOPS):
+            v = _Varying(ctx, loop)
+            for call in walk(loop.body):  # type: ignore[attr-defined]
+                if isinstance(call, ast.Call):
+                    why = next((v.shape_of(a) for a in call.args if v.shape_of(a)), "")
+                    if why:
+                        return f"{why} ({ctx.line(call.lineno)})"
+    for call in ctx.calls():
+        q = ctx.resolve(call.func)
+        if ".models.detection." in q or ".models.segmentation." in q:
+            return f"`{q.rsplit('.', 1)[-1]}` takes images of their own sizes"
+        if last_name(call) in _PADDERS:
+            return f"`{last_name(call)}` gives each batch its own length"
+    for loop in ast.walk(ctx.tree):
+        if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Name) and any(
+                w in loop.iter.id.lower() for w in _PER_ITEM) and any(
+                isinstance(c, ast.Call) and any(w in last_name(c).lower() for w in (
+                    "read", "load", "imread", "open")) for c in walk(loop.body)):
+            return (f"the loop at {ctx.line(loop.lineno)} reads one `{loop.iter.id}` item per "
+                    "step, each of its own size")
+    return ""
+
+
+@rule("script.cudnn-benchmark-varying",
+      "`cudnn.benchmark = True` with input sizes that change",
+      "the autotuner times every cuDNN algorithm for each new input shape and caches the "
+      "winner per shape: with sizes that keep changing it re-tunes on most steps and runs "
+      "slower than without it (pytorch/pytorch#2759; torchvision turns it off for detection)",
+      "leave `torch.backends.cudnn.benchmark = False` for varying sizes, or pad/resize the "
+      "inputs to a few fixed sizes and keep it on")
+def cudnn_benchmark_varying(ctx: Context) -> None:
+    node = _benchmark_on(ctx)
+    if node is None:
+        return
+    why = _varying_sizes(ctx)
+    if why:
+        ctx.add("script.cudnn-benchmark-varying", "warning", node, why)
+
+
+_CONCAT = ("torch.cat", "torch.concat", "numpy.concatenate", "numpy.append", "numpy.vstack",
+           "numpy.hstack", "jax.numpy.concatenate", "tensorflow.concat", "numpy.stack")
+
+
+@rule("script.growing-tensor",
+      "an array grown by concatenation inside a loop",
+      "`{fn}` allocates a new array and copies everything gathered so far on every "
+      "iteration: quadratic time and memory traffic{compiled}",
+      "collect the pieces in a Python list and concatenate once after the loop, or "
+      "preallocate the full array and fill slices")
+def growing_tensor(ctx: Context) -> None:
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
+            continue
+        for n in walk(loop.body, lambda x: isinstance(x, LOOPS)):
+            if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                    and ctx.resolve(n.value.func) in _CONCAT and n.value.args):
+                continue
+            names = set(target_names(n.targets[0]))
+            first = n.value.args[0]
+            parts = first.elts if isinstance(first, ast.Tuple | ast.List) else [first]
+            if any(isinstance(p, ast.Name) and p.id in names for p in parts):
+                fed = next((c for c, _ in _compiled_calls(ctx, loop) if any(
+                    isinstance(x, ast.Name) and x.id in names for a in c.args
+                    for x in ast.walk(a))), None)
+                ctx.add("script.growing-tensor", "warning" if fed else "info", n,
+                        f"`{ast.unparse(n)[:60]}` in the loop at {ctx.line(loop.lineno)}",
+                        fn=ctx.resolve(n.value.func),
+                        compiled="; and the compiled function it feeds sees a new shape, so "
+                                 "it recompiles, every iteration" if fed else "")

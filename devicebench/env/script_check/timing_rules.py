@@ -163,9 +163,56 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
       "`.numpy()`/`.item()`/`.cpu()`/`float()`, printing a device value or branching on it "
       "copies the value to the host and waits for the device to finish, so the next step "
       "cannot be queued while this one runs",
-      "accumulate on the device (`total += loss.detach()`, or a `keras.metrics.Mean`) and "
-      "read it every N steps (`if step % 100 == 0: print(float(loss))`) or once per epoch")
+      "{fixtext}")
 def sync_in_step_loop(ctx: Context) -> None:
+    _sync_in_step_loop(ctx, _SYNC_FIX[_framework(ctx)])
+
+
+_SYNC_FIX = {
+    "torch": "accumulate on the device (`total += loss.detach()`) and read it every N steps "
+             "(`if step % 100 == 0: print(total.item() / 100)`) or once per epoch",
+    "tf": "accumulate in a `keras.metrics.Mean` (or a `tf.Variable`) updated inside the step "
+          "and read it with `.result().numpy()` every N steps or once per epoch",
+    "jax": "keep per-step values as jax arrays (stack or sum them) and fetch them with "
+           "`jax.device_get` every N steps or once per epoch",
+}
+
+
+def _framework(ctx: Context) -> str:
+    """The framework a fix text should speak: torch, jax or tf (Keras/TensorFlow)."""
+    if ctx.uses("torch") and not ctx.uses("tensorflow") and not ctx.uses("keras"):
+        return "torch"
+    if ctx.uses("jax") and not ctx.uses("tensorflow"):
+        return "jax"
+    return "torch" if ctx.uses("torch") and not ctx.uses("tensorflow") else "tf"
+
+
+def _is_sync_call(n: ast.AST) -> bool:
+    f = n.func if isinstance(n, ast.Call) else None
+    return isinstance(f, ast.Attribute) and f.attr in ("numpy", "item", "tolist") and not (
+        n.args)  # type: ignore[union-attr]
+
+
+def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: str,
+                      fixtext: str) -> None:
+    """Syncs inside functions of this file that the step loop calls (issue 24, class 15)."""
+    done: set[str] = set()
+    for n in direct:
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+            continue
+        fn = ctx.funcs.get(n.func.id)
+        if fn is None or fn.name in done or fn.name in ctx.compiled:
+            continue
+        done.add(fn.name)
+        for m in walk(fn.body, skip_in_step):
+            if _is_sync_call(m):
+                ctx.add("script.sync-in-step-loop", "warning", m,
+                        f"`{fn.name}` is called by the training loop at {ctx.line(loop.lineno)} "
+                        f"(`{ast.unparse(n)[:50]}`, {ctx.line(n.lineno)}), so this "
+                        "runs on every step", fixtext=fixtext)
+
+
+def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
     for node in ast.walk(ctx.tree):
         if not isinstance(node, LOOPS) or ctx.is_compiled_scope(node):
             continue
@@ -186,17 +233,20 @@ def sync_in_step_loop(ctx: Context) -> None:
                     and dotted(n.args[0]).split(".")[0] in assigned
                     or isinstance(f, ast.Attribute) and f.attr in ("cpu", "tolist")
                     and not n.args and root_name(f.value) in device):
-                ctx.add("script.sync-in-step-loop", "warning", n, seen)
+                ctx.add("script.sync-in-step-loop", "warning", n, seen, fixtext=fixtext)
             elif isinstance(f, ast.Name) and f.id in ("print", "int", "bool") and any(
                     isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
                     for arg in n.args for a in ast.walk(arg)):
                 ctx.add("script.sync-in-step-loop", "warning", n,
-                        seen + f"; `{f.id}` of a device value waits for the device")
+                        seen + f"; `{f.id}` of a device value waits for the device",
+                        fixtext=fixtext)
             elif isinstance(n, ast.If | ast.While) and any(
                     isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
                     for a in ast.walk(n.test)):
                 ctx.add("script.sync-in-step-loop", "warning", n,
-                        seen + "; Python control flow on a device value waits for the device")
+                        seen + "; Python control flow on a device value waits for the device",
+                        fixtext=fixtext)
+        _syncs_in_callees(ctx, node, direct, seen, fixtext)
 
 
 def _plain_use(ctx: Context, name: ast.Name) -> bool:
