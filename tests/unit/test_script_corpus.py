@@ -27,7 +27,7 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # functions, ...) were written with the held-out misses in view, so the heldout figures
 # below are no longer held-out; the "fresh" half (collected after the rules were frozen)
 # is. A change that finds fewer pitfalls or raises more alarms fails.
-MEASURED = {"dev": (17, 2), "heldout": (22, 3)}  # half -> (pitfalls found, false alarms)
+MEASURED = {"dev": (17, 2), "heldout": (26, 3)}  # half -> (pitfalls found, false alarms)
 
 
 def judge(path: Path) -> tuple[int, int, list[str], list[str]]:

@@ -114,3 +114,71 @@ def test_a_script_pinned_to_keras_2_gets_no_keras_3_errors() -> None:
         "import tensorflow as tf", "import os\n    os.environ['TF_USE_LEGACY_KERAS'] = '1'\n"
         "    import tensorflow as tf")
     assert one(legacy_env, "script.keras3-removed").severity == "info"
+
+
+def test_cudnn_benchmark_only_warns_when_sizes_vary() -> None:
+    src = ("import torch\nimport random\ntorch.backends.cudnn.benchmark = True\n"
+           "for i in range(9):\n    h = random.randint(400, 600)\n"
+           "    y = net(torch.randn(1, 3, h, h))\n")
+    assert lines(src, "script.cudnn-benchmark-varying") == [3]
+    fixed = src.replace("torch.randn(1, 3, h, h)", "torch.randn(1, 3, 512, 512)")
+    assert lines(fixed, "script.cudnn-benchmark-varying") == []
+
+
+def test_array_grown_in_a_loop() -> None:
+    src = "import torch\nacc = torch.zeros(0, 3)\nfor b in data:\n    acc = torch.cat((acc, b))\n"
+    assert lines(src, "script.growing-tensor") == [4]
+    listed = "import torch\nparts = []\nfor b in data:\n    parts.append(b)\n"
+    assert lines(listed, "script.growing-tensor") == []
+
+
+def test_model_never_moved_while_cuda_is_timed() -> None:
+    src = ('import torch\nimport torchvision\nmodel = torchvision.models.resnet18()\n'
+           "e = torch.cuda.Event(enable_timing=True)\ne.record()\nmodel(x)\n")
+    assert lines(src, "script.model-not-on-device") == [3]
+    moved = src.replace("model(x)", "model = model.cuda()\nmodel(x)")
+    assert lines(moved, "script.model-not-on-device") == []
+
+
+def test_device_choice_without_mps() -> None:
+    src = ('import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n')
+    assert one(src, "script.device-choice-no-mps").severity == "info"
+    three = src.replace('else "cpu"', 'else "mps" if torch.backends.mps.is_available() '
+                        'else "cpu"')
+    assert lines(three, "script.device-choice-no-mps") == []
+
+
+def test_keras2_addon_on_keras3_but_not_when_pinned() -> None:
+    src = ("import tensorflow as tf\nimport tensorflow_hub as hub\n"
+           "layer = hub.KerasLayer(url)\n")
+    assert one(src, "script.keras2-only-addon").severity == "error"
+    pinned = "# /// script\n# dependencies = ['tensorflow==2.15.0']\n# ///\n" + src
+    assert lines(pinned, "script.keras2-only-addon") == []
+
+
+def test_one_cold_call_timed() -> None:
+    src = ("import time\nimport torch\nmodel = Net().cuda()\nt = time.perf_counter()\n"
+           "model(x)\ntorch.cuda.synchronize()\nprint(time.perf_counter() - t)\n")
+    f = one(src, "script.cold-call-timed")
+    assert "no_grad" in f.why
+    warm = src.replace("t = time.perf_counter()", "model(x)\nt = time.perf_counter()")
+    assert lines(warm, "script.cold-call-timed") == []
+
+
+def test_eager_step_as_a_method_of_a_plain_class() -> None:
+    src = ("import tensorflow as tf\nclass Trainer:\n    def step(self, x):\n"
+           "        with tf.GradientTape() as tape:\n            loss = f(x)\n"
+           "        return tape.gradient(loss, v)\n"
+           "t = Trainer()\nfor x in ds:\n    t.step(x)\n")
+    assert lines(src, "script.eager-custom-loop") == [3]
+    keras = src.replace("class Trainer:", "class Trainer(tf.keras.Model):").replace(
+        "def step", "def train_step").replace("t.step(x)", "t.train_step(x)")
+    assert lines(keras, "script.eager-custom-loop") == []
+
+
+def test_sync_inside_a_function_the_loop_calls() -> None:
+    src = ("import torch\ndef log(loss):\n    print(loss.item())\n"
+           "for x in dl:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n"
+           "    log(loss)\n")
+    f = one(src, "script.sync-in-step-loop")
+    assert f.location.endswith(":3") and "loss.detach()" in f.fix

@@ -57,10 +57,10 @@ def _major(req: Requirement) -> int | None:
     return None
 
 
-def keras_assumed(lines: list[str], directory: Path | None, installed: str,
+def keras_assumed(lines: list[str], code: str, directory: Path | None, installed: str,
                   ) -> tuple[bool, str]:
-    """(Keras 2?, what that rests on) for this script."""
-    text = "\n".join(lines)
+    """(Keras 2?, what that rests on) for this script; ``code`` is its text without comments."""
+    text = code
     if re.search(r"^\s*(import tf_keras|from tf_keras\b)", text, re.M) or re.search(
             r"TF_USE_LEGACY_KERAS[\"']?\]?\s*=\s*[\"']?(1|True|true)", text):
         return True, "Keras 2: the script uses tf_keras / TF_USE_LEGACY_KERAS"

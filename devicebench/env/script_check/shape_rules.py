@@ -207,6 +207,7 @@ def ragged_last_batch(ctx: Context) -> None:
                     n="the number of examples", how="XLA",
                     extra=" (once per distinct size, then cached)",
                     fixtext="`.batch(n, drop_remainder=True)` for training")
+    ragged_generator_batches(ctx)
 
 
 def _is_tf_data(ctx: Context, node: ast.AST, seen: set[str] | None = None) -> bool:
@@ -303,3 +304,46 @@ def growing_tensor(ctx: Context) -> None:
                         fn=ctx.resolve(n.value.func),
                         compiled="; and the compiled function it feeds sees a new shape, so "
                                  "it recompiles, every iteration" if fed else "")
+
+
+def _ragged_slices(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST | None:
+    """``x[i:i + bs]`` in a loop whose bound lets the last slice run short."""
+    for loop in walk(fn.body):
+        if not isinstance(loop, ast.While | ast.For):
+            continue
+        bound = loop.test if isinstance(loop, ast.While) else loop.iter
+        if any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Sub | ast.Add)
+               for b in ast.walk(bound)):
+            continue  # `while i + bs <= n` / `range(0, n - bs + 1, bs)`: full batches only
+        for n in walk(loop.body):
+            sl = n.slice if isinstance(n, ast.Subscript) else None
+            if (isinstance(sl, ast.Slice) and isinstance(sl.lower, ast.Name)
+                    and isinstance(sl.upper, ast.BinOp) and isinstance(sl.upper.op, ast.Add)
+                    and isinstance(sl.upper.left, ast.Name)
+                    and sl.upper.left.id == sl.lower.id):
+                return n
+    return None
+
+
+def ragged_generator_batches(ctx: Context) -> None:
+    """A hand-written batch generator whose last batch is short, feeding compiled code."""
+    for fn in ctx.funcs.values():
+        if not any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(fn)):
+            continue
+        hit = _ragged_slices(ctx, fn)
+        if hit is None:
+            continue
+        for loop in ast.walk(ctx.tree):
+            if isinstance(loop, ast.For | ast.AsyncFor) and any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                    and c.func.id == fn.name for c in ast.walk(loop.iter)):
+                call = next(_compiled_calls(ctx, loop), None)
+                if call is not None:
+                    ctx.add("script.ragged-last-batch", "info", hit,
+                            f"`{fn.name}` yields these slices to the loop at "
+                            f"{ctx.line(loop.lineno)}, which calls compiled "
+                            f"`{ast.unparse(call[0].func)}`", n="the data's length",
+                            how=_HOW[call[1]], extra=" (once per distinct size, then cached)",
+                            fixtext="stop at the last full batch (`while start + batch_size "
+                                    "<= n`), or pad the last one")
+                    break

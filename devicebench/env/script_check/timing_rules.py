@@ -42,11 +42,21 @@ def unsynced_timing(ctx: Context) -> None:
         _timed_block(ctx, block)
 
 
-def _clock_pairs(ctx: Context, stmts: list[ast.stmt]) -> list[tuple[int, int]]:
+def _clock_pairs(ctx: Context, stmts: list[ast.stmt], events: bool = False,
+                 ) -> list[tuple[int, int]]:
+    """Pairs of clock readings in one block; ``events``: CUDA events' ``record()`` count too."""
+    timers = _event_names(ctx) if events else set()
     clocks = [i for i, s in enumerate(stmts) if not hasattr(s, "body")
-              and any(isinstance(n, ast.Call) and ctx.resolve(n.func) in CLOCKS
+              and any(isinstance(n, ast.Call) and (ctx.resolve(n.func) in CLOCKS or (
+                  last_name(n) == "record" and isinstance(n.func, ast.Attribute)
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id in timers))
                       for n in walk([s]))]
     return list(zip(clocks, clocks[1:], strict=False))
+
+
+def _event_names(ctx: Context) -> set[str]:
+    return {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
+            and ctx.resolve(v.func) in ("torch.cuda.Event", "torch.mps.Event")}
 
 
 def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
@@ -113,7 +123,7 @@ def compile_in_timing(ctx: Context) -> None:
     for stmts in blocks(ctx.tree):
         if any(isinstance(a, LOOPS) for a in _ancestors(ctx, stmts[0])):
             continue  # per-iteration timing shows the first (compiling) iteration apart
-        for a, b in _clock_pairs(ctx, stmts):
+        for a, b in _clock_pairs(ctx, stmts, events=True):
             for n in walk(stmts[a + 1:b]):
                 if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                         and first_call.get(n.func.id) == n.lineno):
@@ -276,3 +286,51 @@ def gpu_tiny_op(ctx: Context) -> None:
             ctx.add("script.gpu-tiny-op", "warning", node,
                     f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) works on a tiny constant "
                     f"under tf.device({dev!r})")
+
+
+@rule("script.cold-call-timed",
+      "one cold call of `{name}` timed",
+      "the first call of a model pays one-time costs (lazy initialisation, allocator growth, "
+      "kernel selection and autotuning, CUDA context){grad}; one sample of it says little "
+      "about the steady-state speed",
+      "call it a few times before the clock starts, then time many calls (report the median); "
+      "for inference wrap them in `{no_grad}` after `{name}.eval()`; or use "
+      "`torch.utils.benchmark.Timer`, which warms up and syncs")
+def cold_call_timed(ctx: Context) -> None:
+    if not ctx.uses("torch"):
+        return
+    first: dict[str, int] = {}
+    for call in sorted(ctx.calls(), key=lambda c: (c.lineno, c.col_offset)):
+        if isinstance(call.func, ast.Name) and call.func.id in ctx.models:
+            first.setdefault(call.func.id, call.lineno)
+    evals = {c.func.value.id for c in ctx.calls() if last_name(c) == "eval" and isinstance(
+        c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)}
+    for stmts in blocks(ctx.tree):
+        if any(isinstance(a, LOOPS) for a in _ancestors(ctx, stmts[0])):
+            continue  # timed per iteration: the first, cold, iteration shows apart
+        for a, b in _clock_pairs(ctx, stmts, events=True):
+            region = stmts[a + 1:b]
+            if any(outer_loops(s) for s in region):
+                continue
+            for n in walk(region):
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                        and n.func.id not in ctx.compiled and first.get(n.func.id) == n.lineno):
+                    grad = "" if n.func.id in evals or _no_grad(ctx, n) else (
+                        "; without `torch.no_grad()` it also records the graph for a backward "
+                        "pass that never comes")
+                    ctx.add("script.cold-call-timed", "warning", n,
+                            f"the only call between the clock readings at "
+                            f"{ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}, "
+                            "and the model's first", name=n.func.id, grad=grad,
+                            no_grad="with torch.inference_mode():")
+
+
+def _no_grad(ctx: Context, node: ast.AST) -> bool:
+    cur = ctx.parents.get(node)
+    while cur is not None:
+        if isinstance(cur, ast.With) and any(last_name(i.context_expr) in (
+                "no_grad", "inference_mode") for i in cur.items if isinstance(
+                    i.context_expr, ast.Call)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
