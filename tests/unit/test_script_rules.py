@@ -264,7 +264,7 @@ def test_run_functions_eagerly_turned_off_again_is_fine() -> None:
 
 GRAD_IN_TAPE = """\
     import tensorflow as tf
-    with tf.GradientTape() as tape:
+    with tf.GradientTape(persistent=True) as tape:
         loss = loss_fn(model(x))
         grads = tape.gradient(loss, model.trainable_variables)
     with tf.GradientTape() as outer:
@@ -277,6 +277,12 @@ GRAD_IN_TAPE = """\
 
 def test_gradient_inside_tape_block_but_not_higher_order() -> None:
     assert lines(GRAD_IN_TAPE, "script.gradient-in-tape") == [4]
+
+
+def test_gradient_inside_a_non_persistent_tape_costs_nothing() -> None:
+    """Issue 24, class 20: a non-persistent tape stops recording at `gradient`."""
+    plain = GRAD_IN_TAPE.replace("(persistent=True)", "()")
+    assert lines(plain, "script.gradient-in-tape") == []
 
 
 BN_EVAL = """\

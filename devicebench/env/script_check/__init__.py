@@ -22,9 +22,12 @@ from typing import Any
 
 from devicebench.env.finding import Finding
 from devicebench.env.script_check import (
+    data_rules,
     jax_rules,
     keras_rules,
     keras_usage_rules,
+    placement_rules,
+    shape_rules,
     tf_rules,
     timing_rules,
     torch_rules,
@@ -37,7 +40,7 @@ from devicebench.errors import InputError
 __all__ = ["RULES", "ScriptReport", "check_script", "check_source", "inspect_script"]
 # importing the rule modules registers their rules
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, tf_rules, jax_rules,
-                 torch_rules)
+                 torch_rules, shape_rules, placement_rules, data_rules)
 
 
 @dataclass(frozen=True)

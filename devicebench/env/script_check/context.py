@@ -22,6 +22,7 @@ from devicebench.env.script_check.ast_tools import (
     target_names,
     walk,
 )
+from devicebench.env.script_check.pins import keras_assumed
 from devicebench.env.snapshot import EnvSnapshot
 
 DEFAULT_ALIASES = {"tf": "tensorflow", "np": "numpy", "jnp": "jax.numpy"}
@@ -38,6 +39,7 @@ TF_NO_INIT = ("config.", "random.set_seed", "debugging.set_log_device_placement"
               "function", "autograph.", "device")
 KERAS_NO_INIT = ("mixed_precision.", "config.", "datasets.", "utils.set_random_seed")
 FuncDef = ast.FunctionDef | ast.AsyncFunctionDef
+_NOT_MODELS = ("Tokenizer", "Processor", "Config", "FeatureExtractor", "ImageProcessor")
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,9 @@ class Context:
                       and self.is_small_tensor(s.value) for t in s.targets
                       if isinstance(t, ast.Name)}
         keras_v = snapshot.version_of("keras") if snapshot else ""
-        self.keras_v, self.keras2 = keras_v, keras_v[:2] in ("1.", "2.")
+        self.keras2, self.keras_basis = keras_assumed(lines, ast.unparse(tree), directory, keras_v)
+        self.keras_v = keras_v if keras_v and self.keras2 == (keras_v[:2] in ("1.", "2.")) else (
+            "2 (as the script pins it)" if self.keras2 else "")
         self.compiled = self._compiled()
         self.models = self._models()
 
@@ -130,6 +134,13 @@ class Context:
                 kind = self.compiler(v.func) if isinstance(v, ast.Call) else ""
                 if kind and v.args:
                     found[name] = kind
+        for node in ast.walk(self.tree):  # self.train_step = tf.function(self.train_step)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and (
+                    node.value.args):
+                kind = self.compiler(node.value.func)
+                for t in node.targets:
+                    if kind and isinstance(t, ast.Attribute):
+                        found[t.attr] = kind
         return found
 
     def compiler(self, node: ast.AST) -> str:
@@ -163,8 +174,14 @@ class Context:
                         call, moved = call.func.value, moved or call.func.attr in ("to", "cuda")
                     if isinstance(call, ast.Name) and call.id in names:
                         names.add(name)
-                    elif moved and isinstance(call, ast.Call) and last_name(call)[:1].isupper():
-                        names.add(name)  # Net().cuda(): an instance of some model class
+                    elif moved and isinstance(call, ast.Call) and (
+                            last_name(call)[:1].isupper() or last_name(call) == "from_pretrained"
+                            and dotted(call.func).split(".")[0][:1].isupper()):
+                        names.add(name)  # Net().cuda(), Bert.from_pretrained(...).cuda()
+                    elif isinstance(call, ast.Call) and last_name(call) == "from_pretrained" and (
+                            dotted(call.func).split(".")[0][:1].isupper()) and not any(
+                            w in dotted(call.func) for w in _NOT_MODELS):
+                        names.add(name)  # BertModel.from_pretrained(...): a model
                     elif isinstance(call, ast.Call):
                         q = self.resolve(call.func)
                         rel = keras_rel(q) or ""

@@ -47,7 +47,7 @@ def keras3_removed(ctx: Context) -> None:
         return
     sev: Severity = "info" if ctx.keras2 else "error"
     note = (f"works with keras {ctx.keras_v} here; breaks after an upgrade to Keras 3"
-            if ctx.keras2 else "")
+            if ctx.keras2 else f"assuming {ctx.keras_basis}")
     rnn_layers = {n for n, vs in ctx.assigns.items() for v in vs
                   if isinstance(v, ast.Call) and last_name(v) in RNN_LAYERS}
     for call in ctx.calls():
@@ -56,7 +56,9 @@ def keras3_removed(ctx: Context) -> None:
         if name in _REMOVED and recv is not None:
             ctx.add("script.keras3-removed", sev, call, note, api=f".{name}()",
                     reason=f"Keras 3 models have no `{name}` (AttributeError); `{_REMOVED[name]}` "
-                    "takes generators and `keras.utils.PyDataset` directly",
+                    "takes generators and " + ("`keras.utils.Sequence` (Keras 2's name; Keras 3 "
+                    "calls it `PyDataset`)" if ctx.keras2 else "`keras.utils.PyDataset`")
+                    + " directly",
                     remedy=f"call `.{_REMOVED[name]}(...)` with the same arguments")
         elif name == "reset_states" and recv is not None and _model_or_metric(ctx, recv) and not (
                 isinstance(recv, ast.Name) and recv.id in rnn_layers):
@@ -216,3 +218,29 @@ def keras_call_per_sample(ctx: Context) -> None:
                 "with a single sample, inside a loop" if loop is not None else
                 f"with a single sample, in `{fn.name}`, which a loop calls",  # type: ignore[union-attr]
                 method=f".{method}()", remedy=remedy)
+
+
+_KERAS2_ADDONS = {"tensorflow_hub.KerasLayer": "tensorflow_hub's `KerasLayer`",
+                  "tensorflow_addons.": "TensorFlow Addons",
+                  "tensorflow_model_optimization.": "the Model Optimization Toolkit"}
+
+
+@rule("script.keras2-only-addon",
+      "{addon} is a Keras 2 add-on, used with Keras 3",
+      "{addon} builds Keras 2 (`tf_keras`) objects; since TensorFlow 2.16 `tf.keras` is Keras "
+      "3, which rejects them (\"Only instances of `keras.Layer` can be added to a Sequential "
+      "model\", \"A KerasTensor is symbolic\"); this assumes {basis}",
+      "run the script on Keras 2: `pip install tf-keras` and `export TF_USE_LEGACY_KERAS=1` "
+      "before Python starts (or `import tf_keras as keras` and build the model with it); or "
+      "pin `tensorflow<2.16`")
+def keras2_only_addon(ctx: Context) -> None:
+    if ctx.keras2 or not (ctx.uses("tensorflow") or ctx.uses("keras")):
+        return
+    for call in ctx.calls():
+        q = ctx.resolve(call.func)
+        addon = next((v for k, v in _KERAS2_ADDONS.items() if q == k or k.endswith(".")
+                      and q.startswith(k)), "")
+        if addon:
+            ctx.add("script.keras2-only-addon", "error", call, f"`{q}`", addon=addon,
+                    basis=ctx.keras_basis)
+            return

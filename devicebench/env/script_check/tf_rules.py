@@ -80,6 +80,22 @@ def _tapes(ctx: Context) -> list[tuple[ast.With, str]]:
     return out
 
 
+def _keras_compiles(cls: ast.ClassDef, fn: ast.AST) -> bool:
+    """A Keras model's train/test/predict step override, which fit() wraps in tf.function."""
+    return getattr(fn, "name", "") in ("train_step", "test_step", "predict_step") and any(
+        last_name(b) in ("Model", "Sequential", "Functional") for b in cls.bases)
+
+
+def _loop_calling_method(ctx: Context, name: str) -> ast.AST | None:
+    """A loop (outside compiled code) calling ``<obj>.name(...)``, directly or via a helper."""
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, LOOPS) and not ctx.is_compiled_scope(node) and ctx.search(
+                node.body, lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == name) is not None:
+            return node
+    return None
+
+
 def _loop_calling(ctx: Context, fn: str) -> ast.AST | None:
     """A loop (outside compiled code) that calls function ``fn``, directly or via another."""
     for node in ast.walk(ctx.tree):
@@ -106,8 +122,16 @@ def eager_custom_loop(ctx: Context) -> None:
         if ctx.is_compiled_scope(with_node):
             continue
         fn = ctx.enclosing(with_node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        if fn is not None and isinstance(ctx.parents.get(fn), ast.ClassDef):
-            continue  # a method: Keras compiles train_step overrides; others unknown
+        cls = ctx.parents.get(fn) if fn is not None else None
+        if fn is not None and isinstance(cls, ast.ClassDef):
+            if _keras_compiles(cls, fn):
+                continue  # Keras compiles train_step/test_step overrides (fit, evaluate)
+            loop = _loop_calling_method(ctx, fn.name)
+            if loop is not None:
+                ctx.add("script.eager-custom-loop", "warning", fn,
+                        f"the method `{cls.name}.{fn.name}` runs once per iteration of the loop "
+                        f"at {ctx.line(loop.lineno)}, outside any tf.function", fn=fn.name)
+            continue
         inner = ctx.enclosing(with_node, LOOPS)
         if inner is not None and (fn is None or ctx.enclosing(inner, (ast.FunctionDef,
                                                                      ast.AsyncFunctionDef)) is fn):
@@ -127,10 +151,11 @@ def eager_custom_loop(ctx: Context) -> None:
 
 
 @rule("script.gradient-in-tape",
-      "`{tape}.gradient` called inside the tape's own block",
-      "the tape keeps recording while it computes the gradient, so the backward pass is "
-      "itself recorded: more memory and time for nothing (TensorFlow warns that this is "
-      "\"significantly less efficient\")",
+      "`{tape}.gradient` called inside a persistent tape's own block",
+      "a persistent tape keeps recording while it computes the gradient, so the backward "
+      "pass is itself recorded: more memory and time for nothing (TensorFlow warns that this "
+      "is \"significantly less efficient\"); a non-persistent tape stops recording there "
+      "and costs nothing",
       "dedent `{tape}.gradient(...)` (and `apply_gradients`) out of the `with` block; "
       "only the forward pass and the loss belong inside it")
 def gradient_in_tape(ctx: Context) -> None:
@@ -139,6 +164,9 @@ def gradient_in_tape(ctx: Context) -> None:
         if not name or any(w is not with_node and ctx.enclosing(with_node, (ast.With,)) is w
                            for w, _ in tapes):
             continue  # a nested (higher-order) tape computes gradients inside the outer one
+        persistent = keyword(with_node.items[0].context_expr, "persistent")  # type: ignore[arg-type]
+        if not (isinstance(persistent, ast.Constant) and persistent.value is True):
+            continue  # a non-persistent tape stops recording at `gradient`: nothing is lost
         for n in walk(with_node.body):
             if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                     and n.func.attr == "gradient" and dotted(n.func.value) == name):

@@ -33,6 +33,8 @@ def unsynced_timing(ctx: Context) -> None:
         q = ctx.resolve(node.func)
         if q in ("timeit.timeit", "timeit.repeat") and node.args:
             body = node.args[0].body if isinstance(node.args[0], ast.Lambda) else node.args[0]
+            if isinstance(body, ast.Name) and body.id in ctx.funcs:  # timeit.repeat(fn)
+                body = ast.Module(body=ctx.funcs[body.id].body, type_ignores=[])
             op = ctx.search([body], ctx.is_tensor_op)
             if op is not None and ctx.search([body], ctx.is_sync) is None:
                 _timing(ctx, node, op, f"`{q}` times `{ctx.code(op.lineno)}`")
@@ -40,11 +42,21 @@ def unsynced_timing(ctx: Context) -> None:
         _timed_block(ctx, block)
 
 
-def _clock_pairs(ctx: Context, stmts: list[ast.stmt]) -> list[tuple[int, int]]:
+def _clock_pairs(ctx: Context, stmts: list[ast.stmt], events: bool = False,
+                 ) -> list[tuple[int, int]]:
+    """Pairs of clock readings in one block; ``events``: CUDA events' ``record()`` count too."""
+    timers = _event_names(ctx) if events else set()
     clocks = [i for i, s in enumerate(stmts) if not hasattr(s, "body")
-              and any(isinstance(n, ast.Call) and ctx.resolve(n.func) in CLOCKS
+              and any(isinstance(n, ast.Call) and (ctx.resolve(n.func) in CLOCKS or (
+                  last_name(n) == "record" and isinstance(n.func, ast.Attribute)
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id in timers))
                       for n in walk([s]))]
     return list(zip(clocks, clocks[1:], strict=False))
+
+
+def _event_names(ctx: Context) -> set[str]:
+    return {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
+            and ctx.resolve(v.func) in ("torch.cuda.Event", "torch.mps.Event")}
 
 
 def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
@@ -111,7 +123,7 @@ def compile_in_timing(ctx: Context) -> None:
     for stmts in blocks(ctx.tree):
         if any(isinstance(a, LOOPS) for a in _ancestors(ctx, stmts[0])):
             continue  # per-iteration timing shows the first (compiling) iteration apart
-        for a, b in _clock_pairs(ctx, stmts):
+        for a, b in _clock_pairs(ctx, stmts, events=True):
             for n in walk(stmts[a + 1:b]):
                 if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                         and first_call.get(n.func.id) == n.lineno):
@@ -161,9 +173,56 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
       "`.numpy()`/`.item()`/`.cpu()`/`float()`, printing a device value or branching on it "
       "copies the value to the host and waits for the device to finish, so the next step "
       "cannot be queued while this one runs",
-      "accumulate on the device (`total += loss.detach()`, or a `keras.metrics.Mean`) and "
-      "read it every N steps (`if step % 100 == 0: print(float(loss))`) or once per epoch")
+      "{fixtext}")
 def sync_in_step_loop(ctx: Context) -> None:
+    _sync_in_step_loop(ctx, _SYNC_FIX[_framework(ctx)])
+
+
+_SYNC_FIX = {
+    "torch": "accumulate on the device (`total += loss.detach()`) and read it every N steps "
+             "(`if step % 100 == 0: print(total.item() / 100)`) or once per epoch",
+    "tf": "accumulate in a `keras.metrics.Mean` (or a `tf.Variable`) updated inside the step "
+          "and read it with `.result().numpy()` every N steps or once per epoch",
+    "jax": "keep per-step values as jax arrays (stack or sum them) and fetch them with "
+           "`jax.device_get` every N steps or once per epoch",
+}
+
+
+def _framework(ctx: Context) -> str:
+    """The framework a fix text should speak: torch, jax or tf (Keras/TensorFlow)."""
+    if ctx.uses("torch") and not ctx.uses("tensorflow") and not ctx.uses("keras"):
+        return "torch"
+    if ctx.uses("jax") and not ctx.uses("tensorflow"):
+        return "jax"
+    return "torch" if ctx.uses("torch") and not ctx.uses("tensorflow") else "tf"
+
+
+def _is_sync_call(n: ast.AST) -> bool:
+    f = n.func if isinstance(n, ast.Call) else None
+    return isinstance(f, ast.Attribute) and f.attr in ("numpy", "item", "tolist") and not (
+        n.args)  # type: ignore[union-attr]
+
+
+def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: str,
+                      fixtext: str) -> None:
+    """Syncs inside functions of this file that the step loop calls (issue 24, class 15)."""
+    done: set[str] = set()
+    for n in direct:
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+            continue
+        fn = ctx.funcs.get(n.func.id)
+        if fn is None or fn.name in done or fn.name in ctx.compiled:
+            continue
+        done.add(fn.name)
+        for m in walk(fn.body, skip_in_step):
+            if _is_sync_call(m):
+                ctx.add("script.sync-in-step-loop", "warning", m,
+                        f"`{fn.name}` is called by the training loop at {ctx.line(loop.lineno)} "
+                        f"(`{ast.unparse(n)[:50]}`, {ctx.line(n.lineno)}), so this "
+                        "runs on every step", fixtext=fixtext)
+
+
+def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
     for node in ast.walk(ctx.tree):
         if not isinstance(node, LOOPS) or ctx.is_compiled_scope(node):
             continue
@@ -184,17 +243,20 @@ def sync_in_step_loop(ctx: Context) -> None:
                     and dotted(n.args[0]).split(".")[0] in assigned
                     or isinstance(f, ast.Attribute) and f.attr in ("cpu", "tolist")
                     and not n.args and root_name(f.value) in device):
-                ctx.add("script.sync-in-step-loop", "warning", n, seen)
+                ctx.add("script.sync-in-step-loop", "warning", n, seen, fixtext=fixtext)
             elif isinstance(f, ast.Name) and f.id in ("print", "int", "bool") and any(
                     isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
                     for arg in n.args for a in ast.walk(arg)):
                 ctx.add("script.sync-in-step-loop", "warning", n,
-                        seen + f"; `{f.id}` of a device value waits for the device")
+                        seen + f"; `{f.id}` of a device value waits for the device",
+                        fixtext=fixtext)
             elif isinstance(n, ast.If | ast.While) and any(
                     isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
                     for a in ast.walk(n.test)):
                 ctx.add("script.sync-in-step-loop", "warning", n,
-                        seen + "; Python control flow on a device value waits for the device")
+                        seen + "; Python control flow on a device value waits for the device",
+                        fixtext=fixtext)
+        _syncs_in_callees(ctx, node, direct, seen, fixtext)
 
 
 def _plain_use(ctx: Context, name: ast.Name) -> bool:
@@ -224,3 +286,51 @@ def gpu_tiny_op(ctx: Context) -> None:
             ctx.add("script.gpu-tiny-op", "warning", node,
                     f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) works on a tiny constant "
                     f"under tf.device({dev!r})")
+
+
+@rule("script.cold-call-timed",
+      "one cold call of `{name}` timed",
+      "the first call of a model pays one-time costs (lazy initialisation, allocator growth, "
+      "kernel selection and autotuning, CUDA context){grad}; one sample of it says little "
+      "about the steady-state speed",
+      "call it a few times before the clock starts, then time many calls (report the median); "
+      "for inference wrap them in `{no_grad}` after `{name}.eval()`; or use "
+      "`torch.utils.benchmark.Timer`, which warms up and syncs")
+def cold_call_timed(ctx: Context) -> None:
+    if not ctx.uses("torch"):
+        return
+    first: dict[str, int] = {}
+    for call in sorted(ctx.calls(), key=lambda c: (c.lineno, c.col_offset)):
+        if isinstance(call.func, ast.Name) and call.func.id in ctx.models:
+            first.setdefault(call.func.id, call.lineno)
+    evals = {c.func.value.id for c in ctx.calls() if last_name(c) == "eval" and isinstance(
+        c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)}
+    for stmts in blocks(ctx.tree):
+        if any(isinstance(a, LOOPS) for a in _ancestors(ctx, stmts[0])):
+            continue  # timed per iteration: the first, cold, iteration shows apart
+        for a, b in _clock_pairs(ctx, stmts, events=True):
+            region = stmts[a + 1:b]
+            if any(outer_loops(s) for s in region):
+                continue
+            for n in walk(region):
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                        and n.func.id not in ctx.compiled and first.get(n.func.id) == n.lineno):
+                    grad = "" if n.func.id in evals or _no_grad(ctx, n) else (
+                        "; without `torch.no_grad()` it also records the graph for a backward "
+                        "pass that never comes")
+                    ctx.add("script.cold-call-timed", "warning", n,
+                            f"the only call between the clock readings at "
+                            f"{ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}, "
+                            "and the model's first", name=n.func.id, grad=grad,
+                            no_grad="with torch.inference_mode():")
+
+
+def _no_grad(ctx: Context, node: ast.AST) -> bool:
+    cur = ctx.parents.get(node)
+    while cur is not None:
+        if isinstance(cur, ast.With) and any(last_name(i.context_expr) in (
+                "no_grad", "inference_mode") for i in cur.items if isinstance(
+                    i.context_expr, ast.Call)):
+            return True
+        cur = ctx.parents.get(cur)
+    return False

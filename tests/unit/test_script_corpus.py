@@ -1,0 +1,96 @@
+"""The script check on issue 24's corpus: recall at the right line and false alarms, per half.
+
+The corpus (tests/fixtures/scripts/corpus/README.md) was split by a hash of each source URL
+and committed before any rule was written for it; rules were written against the ``dev`` half
+only. The ``heldout`` half is measured, never tuned on. The figures printed here (``-s``) are
+the ones reported; the assertions only guard against a regression from what was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from devicebench.env.script_check import inspect_script
+from tests.unit.test_script_rules import mac_snapshot
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "corpus"
+SPLIT: dict[str, dict[str, str]] = json.loads((CORPUS / "split.json").read_text())
+FRESH = CORPUS.parent / "corpus_fresh"  # collected after the rules were frozen
+_PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
+# Measured on this branch. Before any rule: dev 1/20 with 3 false alarms, heldout 5/27 with 2.
+# Rules written against dev only, heldout measured once, untouched: dev 17/20 + 2, heldout
+# 11/27 + 3 (commit fba0766) -- the honest held-out figure. The rules added after that
+# (cuDNN autotuning, growing arrays, model never moved, MPS device choice, syncs in called
+# functions, ...) were written with the held-out misses in view, so the heldout figures
+# below are no longer held-out; the "fresh" half (collected after the rules were frozen)
+# is: measured once, after its commit (51e5b6b), at 4/17 with 1 false alarm, and no rule was
+# changed after that. A change that finds fewer pitfalls or raises more alarms fails.
+# half -> (pitfalls found, false alarms)
+MEASURED = {"dev": (17, 2), "heldout": (26, 3), "fresh": (4, 1)}
+
+
+def judge(path: Path) -> tuple[int, int, list[str], list[str]]:
+    """(pitfalls, found, missed, false alarms) of one corpus script."""
+    text = path.read_text()
+    marks = {i: set(m.group(1).split("|")) for i, line in enumerate(text.splitlines(), 1)
+             if (m := _PITFALL.search(line))}
+    report = inspect_script(path, mac_snapshot() if "snapshot: mac" in text[:900] else None)
+    at: dict[int, set[str]] = {}
+    alarms = []
+    for f in report.findings:
+        line = int(f.location.rsplit(":", 1)[1])
+        at.setdefault(line, set()).add(f.id)
+        if line not in marks and f.severity != "info":
+            alarms.append(f"{path.name}:{line} {f.severity} {f.id}")
+    missed = [f"{path.name}:{i} {'|'.join(sorted(ids))}" for i, ids in marks.items()
+              if not ids & at.get(i, set())]
+    return len(marks), len(marks) - len(missed), missed, alarms
+
+
+def _paths(half: str) -> list[Path]:
+    if half == "fresh":
+        return sorted(FRESH.glob("*.py"))
+    return [CORPUS / name for name, row in sorted(SPLIT.items()) if row["half"] == half]
+
+
+def measure(half: str) -> tuple[int, int, list[str], list[str]]:
+    total = found = 0
+    missed: list[str] = []
+    alarms: list[str] = []
+    for path in _paths(half):
+        n, k, m, a = judge(path)
+        total, found, missed, alarms = total + n, found + k, missed + m, alarms + a
+    return total, found, missed, alarms
+
+
+def test_split_is_by_url_hash() -> None:
+    """Every corpus file is in the split, and its half follows from its source URL."""
+    import hashlib
+
+    files = sorted(p.name for p in CORPUS.glob("*.py"))
+    assert files == sorted(SPLIT)
+    for name, row in SPLIT.items():
+        head = (CORPUS / name).read_text()[:600]
+        assert f"# Source: {row['url']}" in head
+        digest = hashlib.sha256(row["url"].encode()).hexdigest()
+        assert row["half"] == ("dev" if int(digest[:2], 16) % 2 == 0 else "heldout")
+
+
+@pytest.mark.parametrize("half", ["dev", "heldout", "fresh"])
+def test_corpus_half(half: str) -> None:
+    """Recall at the right line and false alarms on one half; printed with -s."""
+    total, found, missed, alarms = measure(half)
+    scripts = len(_paths(half))
+    print(f"\ncorpus {half}: {scripts} scripts; expert-named pitfalls found at the right line "
+          f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
+          f"{len(alarms)}")
+    for m in missed:
+        print(f"  missed {m}")
+    for a in alarms:
+        print(f"  false alarm {a}")
+    best_found, fewest_alarms = MEASURED[half]
+    assert found >= best_found and len(alarms) <= fewest_alarms
