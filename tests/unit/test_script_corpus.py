@@ -2,8 +2,11 @@
 
 The corpus (tests/fixtures/scripts/corpus/README.md) was split by a hash of each source URL
 and committed before any rule was written for it; rules were written against the ``dev`` half
-only. The ``heldout`` half is measured, never tuned on. The figures printed here (``-s``) are
-the ones reported; the assertions only guard against a regression from what was measured.
+only, and the ``heldout`` half was measured once, untouched (11/27, 3 false alarms). Later
+rules were written with its misses in view, so its figure today is no longer a held-out one;
+the ``fresh`` set, collected after the rules were frozen, is the untouched figure. The
+figures printed here (``-s``) are the ones reported; the assertions only guard against a
+regression from what was measured.
 """
 
 from __future__ import annotations
@@ -85,7 +88,9 @@ def test_corpus_half(half: str) -> None:
     """Recall at the right line and false alarms on one half; printed with -s."""
     total, found, missed, alarms = measure(half)
     scripts = len(_paths(half))
-    print(f"\ncorpus {half}: {scripts} scripts; expert-named pitfalls found at the right line "
+    label = {"heldout": "heldout (seen since; untouched it was 11/27)",
+             "fresh": "fresh (untouched)"}.get(half, half)
+    print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")
     for m in missed:
