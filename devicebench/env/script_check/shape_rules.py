@@ -26,6 +26,19 @@ _FIX = {"torch": "pad every batch to one length (or a few bucket lengths), or ma
               "or `reduce_retracing=True`; pass tensors, not Python numbers"}
 
 
+def _shape_args(call: ast.Call, resolved: str) -> list[ast.expr]:
+    """The positional arguments of a tensor creator that set its shape: not ``full``'s
+    fill value, ``randint``'s bounds or ``normal``'s loc and scale, nor a JAX key."""
+    name = last_name(call)
+    if resolved.startswith("jax.random."):
+        return call.args[1:]
+    if name == "full":
+        return call.args[:1]
+    if name in ("randint", "normal", "uniform"):
+        return call.args[2:]
+    return call.args
+
+
 def _compiled_calls(ctx: Context, loop: ast.AST) -> Iterator[tuple[ast.Call, str]]:
     """Calls of compiled callables made by one iteration of ``loop`` (following local calls)."""
     seen: set[str] = set()
@@ -102,7 +115,7 @@ class _Varying:
                 return (f"`{last_name(n)}` pads each batch to its own longest element, so the "
                         "length changes from batch to batch")
             if isinstance(n, ast.Call) and last_name(n) in _CREATORS:
-                args = n.args[1:] if self.ctx.resolve(n.func).startswith("jax.random.") else n.args
+                args = _shape_args(n, self.ctx.resolve(n.func))
                 names = {m.id for a in [*args, *(k.value for k in n.keywords if k.arg in (
                     "shape", "size"))] for m in ast.walk(a) if isinstance(m, ast.Name)}
                 hit = names & self.sizes
