@@ -13,7 +13,7 @@ from devicebench.cli import DB_HELP, app, user_errors
 OPS_HELP = "\n\n".join([
     "Time single ops (multiply, add, matmul, conv2d, reduce_sum, softmax) across sizes, "
     "backends, devices and loop styles, and say where the accelerator starts to win.",
-    "Modes: naive (seed 003's loop, no sync: what it really measured), eager (the loop "
+    "Modes: naive (the usual benchmark loop, no sync: what it really measured), eager (the loop "
     "with a device sync), compiled (one tf.function / jax.jit / traced call per op), "
     "in-graph (N ops chained inside one compiled call: the per-op cost without dispatch). "
     "Each backend runs in its own worker process; numpy is the CPU reference; CPU runs "

@@ -36,7 +36,7 @@ DEFAULT_SIZES: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048
 MAX_SIZE = 65536
 
 OP_DESCRIPTIONS: dict[str, str] = {
-    "multiply": "x * y, both n×n (seed 003's tf.multiply)",
+    "multiply": "x * y, both n×n (tf.multiply, as a typical CPU-vs-GPU benchmark calls it)",
     "add": "x + y, both n×n",
     "matmul": "x @ y, both n×n",
     "conv2d": f"3×3 convolution, 1×n×n×{CONV_CHANNELS} → {CONV_CHANNELS} channels, SAME",

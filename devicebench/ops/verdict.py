@@ -80,7 +80,7 @@ def _naive_gap(a: OpAnalysis) -> str | None:
     if worst is None:
         return None
     gap, naive, size, tn, te = worst
-    return (f"{PRETTY[naive.backend]} on {naive.device}: seed 003's loop without a sync "
+    return (f"{PRETTY[naive.backend]} on {naive.device}: the usual benchmark loop without a sync "
             f"reports {fmt_seconds(tn)} per call at {fmt_size(a.op, size)}, the synced loop "
             f"{fmt_seconds(te)}: it timed the dispatch, not the work ({gap:.0f}x too fast).")
 

@@ -147,7 +147,7 @@ def build_m1(recorded: Path) -> MachineProfile:
               "from published figures, not measured by devicebench",
         derived=True, snapshot=m1_snapshot(), workloads=records,
         notes=["derived from tests/fixtures/recorded/apple-public/figures.json: pairs P01 "
-               "(tensorflow#62397, seed 000's own report) and P06 (an MNIST CNN of 93k "
+               "(tensorflow#62397, the SimpleRNN forum report itself) and P06 (an MNIST CNN of 93k "
                "parameters, close to mnist-cnn but not the same model)",
                "the tensorflow-metal version was not stated: the snapshot assumes 1.0.0, the "
                "release Apple lists for TF 2.13",

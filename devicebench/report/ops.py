@@ -82,7 +82,7 @@ def render_ops(analysis: OpsAnalysis, *, console: Console | None = None) -> None
     """Tables and verdicts for every op, then the peak and the notes."""
     con = console or make_console()
     con.print("[bold]devicebench ops[/] — median seconds per call over timed blocks, each "
-              "ending with a device sync (naive: none, as seed 003 timed it); "
+              "ending with a device sync (naive: none, as a typical benchmark times it); "
               "overhead and rate from t(n) = overhead + work(n) / rate")
     for device, peak in analysis.peaks.items():
         math = f"; float32 inputs in {peak.math} math" if peak.math else ""

@@ -58,7 +58,8 @@ def make_data(seed: int) -> TrainData:
     y = np.ascontiguousarray(series[:TRAIN, -1])
     x_val = np.ascontiguousarray(series[TRAIN:TRAIN + VALID, :N_STEPS])
     y_val = np.ascontiguousarray(series[TRAIN:TRAIN + VALID, -1])
-    origin = "seed 000's generator" + (" (its seed 42)" if seed == 42 else f" (seed {seed})")
+    origin = "the forum script's generator" + (" (its seed 42)" if seed == 42
+                                                else f" (seed {seed})")
     return TrainData(x=x, y=y, note=f"synthetic two-sine series, {origin}",
                      validation=(x_val, y_val))
 
@@ -89,11 +90,11 @@ WORKLOAD = Workload(
         "timesteps": N_STEPS,
         "input": "(50, 1) float32",
         "samples": TRAIN,
-        "validation": f"{VALID} samples at every epoch end (the seed's validation_data)",
+        "validation": f"{VALID} samples at every epoch end (the forum script's validation_data)",
         "batch_size": BATCH,
         "optimizer": f"Adam(learning_rate={LEARNING_RATE})",
         "loss": "mse",
-        "data": "seed 000's generate_time_series, np.random seed 42, first 7000 of 10000",
+        "data": "the forum script's generate_time_series, np.random seed 42, first 7000 of 10000",
     },
     metrics=(),
     default_seed=42,

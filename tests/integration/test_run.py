@@ -66,7 +66,7 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
         assert r["flops_per_step"] > 0 and r["peak_rss_bytes"] > 0
         assert r["peak_device_memory_bytes"] is None  # CPU: unknown, never 0
         assert r["first_step_s"] > 0 and r["warmup_s"] >= 0
-        assert "seed 000" in r["data_note"]
+        assert "the forum script's generator" in r["data_note"]
     assert rows["tensorflow"]["jit_resolved"] is False and jax["jit_resolved"] is True
     # TF's placement audit of the first step: every op of this CPU trial on the CPU.
     placed = rows["tensorflow"]["placement"]["ops_by_device"]

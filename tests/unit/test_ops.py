@@ -315,7 +315,7 @@ def test_naive_verdict_only_when_the_unsynced_loop_is_clearly_faster():
     assert not any("without a sync" in line for line in quiet.ops[0].verdict)
     loud = analyse([OpsWorkerResult("jax", "cpu", points=eager + asyncy)])
     (line,) = [v for v in loud.ops[0].verdict if "without a sync" in v]
-    assert line.startswith("JAX on cpu: seed 003's loop") and "at 2048×2048" in line
+    assert line.startswith("JAX on cpu: the usual benchmark loop") and "at 2048×2048" in line
 
 
 # -- device syncs (the GPU paths, checked without a GPU) ----------------------------------

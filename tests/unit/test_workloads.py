@@ -137,7 +137,7 @@ def test_seed_rnn_data_is_exactly_seed_000s():
     data = wl.make_data(wl.default_seed)
     np.testing.assert_array_equal(data.x, x_train)
     np.testing.assert_array_equal(data.y, y_train)
-    assert "seed 000" in data.note
+    assert "the forum script's generator" in data.note
 
 
 def test_seed_rnn_settings_are_seed_000s():

@@ -127,8 +127,8 @@ def run_eagerly(ctx: Context) -> None:
 @rule("script.mixed-float16",
       "mixed_float16 precision policy",
       "float16 pays off only on GPUs with Tensor Cores (NVIDIA compute capability >= 7.0); "
-      "on a CPU it is emulated: seed 001's MNIST CNN took ~16-20 s/epoch with mixed_float16 "
-      "vs ~4.5 s in float32 (4x slower)",
+      "on a CPU it is emulated: the mnist-cnn workload took ~16-20 s/epoch with "
+      "mixed_float16 vs ~4.5 s in float32 (4x slower)",
       "enable it only when such a GPU is present (`if tf.config.list_physical_devices('GPU')"
       "`); on CPUs with AVX512-BF16/AMX use 'mixed_bfloat16'; keep the output layer "
       "`dtype='float32'`", "https://keras.io/api/mixed_precision/")
@@ -270,7 +270,7 @@ _DATASETS = ("Dataset", "dataset", "from_directory", "flow", "batch", "generator
       "with at most {units} unit(s) per layer, one step of batch 32 is a few microseconds of "
       "arithmetic but dozens of op launches: the step is dispatch-bound, the device (GPU or "
       "CPU) idles between launches, and a GPU rarely beats the CPU",
-      "pass a larger batch, e.g. `model.fit(..., batch_size=256)` (seed 000's RNN: batch 32 "
+      "pass a larger batch, e.g. `model.fit(..., batch_size=256)` (a 1-unit SimpleRNN: batch 32 "
       "vs 256 changes the loss reached, so raise the learning rate with it and compare the "
       "loss); `devicebench run WORKLOAD --batch-size 32,256` measures both (WORKLOAD: "
       "`seed-rnn`, or your model as `path/to/file.py:function`)")
@@ -306,7 +306,7 @@ def _apple_gpu(ctx: Context) -> bool:
       "a recurrent layer runs one small step per timestep; {detail}",
       "train this model on the CPU: `with tf.device('/CPU:0'): model.fit(...)` (or "
       "`export CUDA_VISIBLE_DEVICES=''`; on a Mac `pip uninstall tensorflow-metal`), or use "
-      "the JAX backend (`export KERAS_BACKEND=jax`; seed 000's RNN: ~0.05-0.09 s/epoch vs "
+      "the JAX backend (`export KERAS_BACKEND=jax`; a 1-unit SimpleRNN: ~0.05-0.09 s/epoch vs "
       "~1.1-1.6 on TF); compare with `devicebench run WORKLOAD --device cpu,gpu:0`")
 def rnn_on_gpu(ctx: Context) -> None:
     snap = ctx.snapshot
@@ -320,7 +320,7 @@ def rnn_on_gpu(ctx: Context) -> None:
             ctx.add("script.rnn-on-gpu", "warning", call, "this Mac's Metal GPU is visible",
                     where="an Apple GPU", detail="on the Metal GPU each timestep is a handful "
                     "of tiny kernels with no cuDNN-style fused RNN and no XLA, so the GPU "
-                    "mostly waits: seed 000's 1-unit SimpleRNN took ~140 s/epoch (670 ms/step)"
+                    "mostly waits: a 1-unit SimpleRNN took ~140 s/epoch (670 ms/step)"
                     " on an M1 Ultra's GPU vs ~20 ms/step with tensorflow-metal uninstalled "
                     "(tensorflow/tensorflow#62397)")
         elif tiny and (gpu or snap is None or snap.nvidia_smi is not None):
