@@ -65,7 +65,9 @@ def sweep_space(workload: str, snapshot: EnvSnapshot, baseline: TrialSpec) -> li
 def sweep(specs: list[TrialSpec], *, budget_s: float = 120.0, equivalence_steps: int = 20,
           max_rounds: int = 30, start_worker: Callable[[TrialSpec], Worker] | None = None,
           clock: Callable[[], float] = time.monotonic,
-          on_result: Callable[[TrialResult], None] | None = None) -> dict[str, Any]:
+          on_result: Callable[[TrialResult], None] | None = None,
+          on_event: Callable[[str, TrialSpec | None, dict[str, Any]], None] | None = None,
+          ) -> dict[str, Any]:
     """Set every spec up (set-up settings of an advise with ``budget_s``) and measure
     them all interleaved until every CI is within 3% or ``max_rounds`` rounds.
 
@@ -78,7 +80,7 @@ def sweep(specs: list[TrialSpec], *, budget_s: float = 120.0, equivalence_steps:
     t0 = clock()
     with TrialGroup(specs[0], options, equivalence_seconds=budget.equivalence_seconds,
                     on_result=on_result, clock=clock, start_worker=start_worker,
-                    loss_check=loss_check) as group:
+                    loss_check=loss_check, on_event=on_event) as group:
         group.add(specs)
         setup_s = clock() - t0
         # advise's final stopping rule, without a time budget.
@@ -88,6 +90,23 @@ def sweep(specs: list[TrialSpec], *, budget_s: float = 120.0, equivalence_steps:
         group.finish()
     return {"results": dict(group.results), "setup_s": setup_s,
             "seconds": clock() - t0, "rounds": rounds}
+
+
+def progress_lines(workload: str, n: int, say: Callable[[str], None]
+                   ) -> Callable[[str, TrialSpec | None, dict[str, Any]], None]:
+    """A sweep's events as lines for a user waiting on it: each set-up (k of n) and each
+    interleaved round (of at most N)."""
+    done: list[TrialSpec] = []
+
+    def event(kind: str, spec: TrialSpec | None, info: dict[str, Any]) -> None:
+        if kind == "setup" and spec is not None:
+            done.append(spec)
+            say(f"{workload}: setting up {spec.label} ({len(done)} of {n})")
+        elif kind == "round":
+            say(f"{workload}: round {info.get('round')} of at most {info.get('max_rounds')}, "
+                f"{n} configurations interleaved")
+
+    return event
 
 
 def record_profile(name: str, label: str, snapshot: EnvSnapshot, workloads: list[str], *,
@@ -102,7 +121,8 @@ def record_profile(name: str, label: str, snapshot: EnvSnapshot, workloads: list
     for w in workloads:
         specs = sweep_space(w, snapshot, baseline_for(w))
         out = sweep(specs, budget_s=budget_s, equivalence_steps=equivalence_steps,
-                    max_rounds=max_rounds)
+                    max_rounds=max_rounds,
+                    on_event=progress_lines(w, len(specs), on_progress) if on_progress else None)
         source = f"devicebench profile record ({time.strftime('%Y-%m-%d')})"
         cores = snapshot.host.cpu_cores_logical
         records[w] = [record_from_result(r, source, len(specs), cores)

@@ -217,3 +217,20 @@ def test_profile_replay_command_answers_and_refuses_bad_input():
                           "no machine profile 'nope'")
     assert_one_line_error(run_cli("profile", "replay", "h200", "small-resnet"),
                           "has no workload 'small-resnet'")
+
+
+def test_profile_record_says_what_it_is_doing():
+    """Issue 26: `profile record` printed nothing for 84 s. The sweep reports each set-up
+    (k of n) and each round; replayed here on the H200 profile's seed-rnn records."""
+    from devicebench.profiles.record import progress_lines, sweep
+
+    profile = load_profile("h200")
+    specs = [r.spec for r in profile.workloads["seed-rnn"]][:3]
+    clock = VirtualClock()
+    lines: list[str] = []
+    sweep(specs, max_rounds=3, start_worker=replay_launcher(profile, clock), clock=clock,
+          on_event=progress_lines("seed-rnn", len(specs), lines.append))
+    setups = [x for x in lines if "setting up" in x]
+    assert setups == [f"seed-rnn: setting up {s.label} ({i} of 3)"
+                      for i, s in enumerate(specs, 1)]
+    assert any(x.startswith("seed-rnn: round 3 of at most 3") for x in lines)
