@@ -34,38 +34,40 @@ MARK = "_devicebench_seam"
 def patch_model(keras_module: Any, fit_wrapper: FitWrapper,
                 compile_hook: CompileHook | None = None) -> bool:
     """Wrap ``keras_module.Model.fit`` with ``fit_wrapper`` (and call ``compile_hook``
-    before each ``compile``). Idempotent: a second call on a patched Model does nothing.
+    before each ``compile``). On a Model patched already, the new wrapper and hook
+    replace the old ones (one wrapper at a time: a process re-running a script up to
+    its fit() attaches again).
 
     Returns:
-        True when patched now, False when it already was.
+        True when patched now, False when the wrappers of an earlier patch were replaced.
 
     Example:
         >>> patch_model(keras, lambda fit, model, a, kw: fit(model, *a, **kw))  # doctest: +SKIP
     """
     model_cls = keras_module.Model
-    if getattr(model_cls.fit, MARK, False):
+    current = getattr(model_cls.fit, MARK, None)
+    if current is not None:
+        current["fit"], current["compile"] = fit_wrapper, compile_hook
         return False
-    original_fit = model_cls.fit
+    slot: dict[str, Any] = {"fit": fit_wrapper, "compile": compile_hook}
+    original_fit, original_compile = model_cls.fit, model_cls.compile
 
     @functools.wraps(original_fit)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return fit_wrapper(original_fit, self, args, kwargs)
+        return slot["fit"](original_fit, self, args, kwargs)
 
-    setattr(fit, MARK, True)
-    model_cls.fit = fit
-    if compile_hook is not None:
-        original_compile = model_cls.compile
-
-        @functools.wraps(original_compile)
-        def compile_(self: Any, *args: Any, **kwargs: Any) -> Any:
+    @functools.wraps(original_compile)
+    def compile_(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if slot["compile"] is not None:
             try:
-                compile_hook(self, args, kwargs)
+                slot["compile"](self, args, kwargs)
             except Exception:  # noqa: BLE001 - a hook never breaks the user's compile
                 pass
-            return original_compile(self, *args, **kwargs)
+        return original_compile(self, *args, **kwargs)
 
-        setattr(compile_, MARK, True)
-        model_cls.compile = compile_
+    setattr(fit, MARK, slot)
+    model_cls.fit = fit
+    model_cls.compile = compile_
     return True
 
 
