@@ -160,8 +160,9 @@ def _custom_objects(config: Any) -> list[str]:
     found: list[str] = []
     if isinstance(config, dict):
         mod = config.get("module")
-        if isinstance(mod, str) and "class_name" in config and not mod.startswith("keras"):
-            found.append(f"{config['class_name']} ({mod})")
+        if "class_name" in config and "registered_name" in config and not (
+                isinstance(mod, str) and mod.startswith("keras")):
+            found.append(f"{config['class_name']} (defined in {mod or 'the script'})")
         for v in config.values():
             found += _custom_objects(v)
     elif isinstance(config, list):
@@ -196,7 +197,7 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
     except ValueError as exc:
         return {**res, "status": "refused", "kind": "data", "what": str(exc)}
     arrays = data.pop("arrays")
-    batch = data.get("batch_size") or fit_args.get("batch_size") or 32
+    batch = data.pop("batch_size", None) or fit_args.get("batch_size") or 32
     if not model.built:
         model(arrays["x"][:1])
     np.savez(out_dir / "data.npz", **arrays)

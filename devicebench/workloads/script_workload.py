@@ -68,6 +68,8 @@ def captured_workload(workload_py: str) -> Workload:
     directory = Path(workload_py).resolve().parent
     info = json.loads((directory / "capture.json").read_text(encoding="utf-8"))
     weights = _weights(directory)
+    with np.load(directory / "data.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
     models: list[Any] = []
     if not info.get("reloadable"):
         models.append(_rerun(directory, info))  # its loss/optimizer come from the script
@@ -84,6 +86,8 @@ def captured_workload(workload_py: str) -> Workload:
                 model = k.saving.load_model(directory / "model.keras", compile=False)
         else:
             model = _rerun(directory, info)
+        if not model.built:  # a subclassed model builds at its first call
+            model(arrays["x"][:1])
         model.set_weights(weights)
         return model
 
@@ -100,8 +104,6 @@ def captured_workload(workload_py: str) -> Workload:
             return type(first.optimizer).from_config(first.optimizer.get_config())
         return k.optimizers.get(comp["optimizer"])
 
-    with np.load(directory / "data.npz") as npz:
-        arrays = {k: npz[k] for k in npz.files}
     validation = (arrays["x_val"], arrays["y_val"]) if "x_val" in arrays else None
     note = f"the data your script passes to fit() ({len(arrays['x'])} samples)"
     if info.get("source") and info["source"] != "arrays":
