@@ -245,7 +245,6 @@ def run(
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.summary import compare
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
-
     from devicebench.workloads.script import capture_script, is_script_ref
 
     # A training script: its first fit(), captured (or cached), as a workload reference.
