@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from devicebench.cli import fail
+import typer
+
+from devicebench.cli import app, fail, user_errors
 
 
 def _run(script: str, args: list[str], progress: bool, **kwargs: Any):
@@ -79,21 +81,12 @@ def main_script(script: str, args: list[str], db: Path | None = None,
     return 1 if found.errors else 0
 
 
-def _register() -> None:
-    import typer
-
-    from devicebench.cli import app, user_errors
-
-    @app.command(MAIN_SCRIPT_COMMAND, hidden=True,
-                 context_settings={"allow_extra_args": True})
-    @user_errors
-    def main_script_command(
-        ctx: typer.Context,
-        script: str = typer.Argument(...),
-        db: Path | None = typer.Option(None, "--db"),
-        budget: float = typer.Option(MAIN_SCRIPT_BUDGET_S, "--budget", min=10.0),
-    ) -> None:
-        raise typer.Exit(main_script(script, ctx.args, db=db, budget=budget))
-
-
-_register()
+@app.command(MAIN_SCRIPT_COMMAND, hidden=True, context_settings={"allow_extra_args": True})
+@user_errors
+def main_script_command(
+    ctx: typer.Context,
+    script: str = typer.Argument(...),
+    db: Path | None = typer.Option(None, "--db"),
+    budget: float = typer.Option(MAIN_SCRIPT_BUDGET_S, "--budget", min=10.0),
+) -> None:
+    raise typer.Exit(main_script(script, ctx.args, db=db, budget=budget))
