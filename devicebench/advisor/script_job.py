@@ -79,6 +79,9 @@ def _named(advice: AdviceResult, ref: str, script: str) -> None:
         o.spec = spec(o.spec)
     advice.notes = [n.replace(ref, script) for n in advice.notes]
     advice.verdict = advice.verdict.replace(ref, script)
+    if advice.headline is not None:
+        advice.headline = replace(advice.headline,
+                                  text=advice.headline.text.replace(ref, script))
 
 
 def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
@@ -113,6 +116,7 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
     if baseline is None:
         advice.baseline_reason = f"{why}, on {advice.baseline.device}"
     advice.notes[:0] = capture.notes
+    advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
     result = ScriptAdvice(capture, advice, snippet=advice.code)
     if advice.recommended is not None:
         source = Path(script).read_text(encoding="utf-8")

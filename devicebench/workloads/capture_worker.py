@@ -237,6 +237,7 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
         reloadable=not saved_error and not custom and compile_info["loss"] is not None,
         saved_error=saved_error, custom_objects=custom, compile=compile_info,
         metrics=metrics, weights=len(weights), recurrent=recurrent, script_path=script,
+        timesteps=int(arrays["x"].shape[1]) if recurrent and arrays["x"].ndim == 3 else None,
         args=list(sys.argv[1:]), **data)
     return res
 
