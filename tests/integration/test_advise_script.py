@@ -96,3 +96,49 @@ def test_a_script_that_already_sets_its_backend_is_changed_in_place() -> None:
     assert '+os.environ["KERAS_BACKEND"] = "jax"' in p.diff
     assert "+import os" not in p.diff
     assert script_patch("t.py", src, base, base).diff == ""
+
+
+def _advise_json(tmp_path: Path, name: str, *args: str) -> dict:
+    shutil.copy(SCRIPTS / name, tmp_path / name)
+    res = subprocess.run([sys.executable, "-m", "devicebench", "advise", name, "--budget",
+                          "30", "--json", *args], cwd=tmp_path, env=_env(tmp_path),
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout)
+
+
+@pytest.mark.slow
+@requires_tf
+@requires_jax
+def test_seed_scripts_are_advised_as_written(tmp_path: Path) -> None:
+    """The SimpleRNN forum script (Keras 3 form) and the MNIST tutorial script (synthetic
+    data of MNIST's shapes, fewer samples through its own --samples argument)."""
+    rnn = _advise_json(tmp_path, "seed000_keras3.py")
+    s = rnn["script"]
+    assert s["measured_fit"] == "seed000_keras3.py:31" and s["validation"] == "validation_data"
+    assert (s["params"], s["batch_size"], s["epochs"], s["samples"]) == (3, 32, 20, 7000)
+    assert rnn["verdict"].startswith("for the fit() at seed000_keras3.py:31: ")
+    mnist = _advise_json(tmp_path, "seed001_mnist.py", "--", "--samples", "2048")
+    s = mnist["script"]
+    assert s["measured_fit"] == "seed001_mnist.py:31" and s["args"] == ["--samples", "2048"]
+    assert (s["params"], s["batch_size"], s["epochs"], s["samples"]) == (54410, 256, 5, 2048)
+    for out in (rnn, mnist):
+        if out["patch"]:
+            ok = subprocess.run(["patch", "-p0", "--dry-run"], input=out["patch"],
+                                cwd=tmp_path, capture_output=True, text=True, check=False)
+            assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+@pytest.mark.slow
+@requires_tf
+@requires_jax
+def test_the_main_job_on_a_script_runs_doctor_then_advise(tmp_path: Path) -> None:
+    shutil.copy(SCRIPTS / "tiny.py", tmp_path / "train.py")
+    res = subprocess.run([sys.executable, "-m", "devicebench", "train.py", "--budget", "10"],
+                         cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    out = res.stdout
+    assert out.index("findings; `devicebench doctor train.py`") < out.index(
+        "measuring its fit() at train.py:13")
+    assert "Verdict" in out
