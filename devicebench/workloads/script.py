@@ -29,7 +29,7 @@ from typing import Any
 from devicebench.errors import InputError
 
 CAPTURE_VERSION = 2
-SETUP_TIMEOUT_S = 180.0
+SETUP_TIMEOUT_S = float(os.environ.get("DEVICEBENCH_SETUP_TIMEOUT", "180"))
 VERSIONED = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "devicebench")
 LOOP_MARKERS = (("GradientTape", "a custom tf.GradientTape training loop"),
                 ("torch", "a PyTorch training loop"),
@@ -184,7 +184,8 @@ def refusal(script: str, args: list[str], result: dict[str, Any] | None, tree: a
             f"({outcome.wall_seconds:.0f} s): {seen}",
             why="advise measures the model a script trains with fit()",
             fix=f"`devicebench doctor {script}` reads the loop for pitfalls, `devicebench ops` "
-                "times its ops per device; for a slow set-up raise --setup-timeout")
+                "times its ops per device; a set-up that is only slow: "
+                "DEVICEBENCH_SETUP_TIMEOUT=600 devicebench advise ...")
     if result is None:
         tail = (outcome.stderr_tail.strip().splitlines() or [""])[-1] if outcome else ""
         return InputError(f"capturing {script} failed: "
@@ -192,7 +193,10 @@ def refusal(script: str, args: list[str], result: dict[str, Any] | None, tree: a
                           fix=f"run `python {script}` to see the error")
     if status == "raised":
         site = result.get("site") or {}
-        where = f"{site.get('file')}:{site.get('line')}" if site else script
+        name = site.get("file") or script
+        if os.path.realpath(name) == os.path.realpath(script):
+            name = script  # as the user named it
+        where = f"{name}:{site.get('line')}" if site else script
         return InputError(
             f"{script} raised before fit(): {result['type']}: {result['message']} (at {where})"
             + _doctor_hint(script, site.get("line")),
