@@ -247,9 +247,11 @@ def run(
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
     from devicebench.workloads.script import capture_script, is_script_ref
 
-    # A training script: its first fit(), captured (or cached), as a workload reference.
-    names = [capture_script(n).ref if is_script_ref(n) else n
-             for n in list(workloads or ["seed-rnn"])]
+    # A training script: its first fit(), captured (or cached), as a workload reference;
+    # shown under the script's name.
+    shown = {capture_script(n).ref: n for n in workloads or () if is_script_ref(n)}
+    names = [next((r for r, n in shown.items() if n == w), w)
+             for w in list(workloads or ["seed-rnn"])]
     for name in names:
         validate_workload_ref(name)
     snapshot = probe_host_layer()
@@ -298,7 +300,16 @@ def run(
     # Only trials measured together in this run are compared (their rounds interleaved);
     # stored ones are shown as they were stored, apart.
     rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
-    return RunOutcome(run_id, rows, notes)
+    rows = [replace(r, result=replace(r.result, spec=r.result.spec.with_(
+        workload=shown[r.result.spec.workload]))) if r.result.spec.workload in shown else r
+        for r in rows]
+    return RunOutcome(run_id, rows, [_shown(n, shown) for n in notes])
+
+
+def _shown(text: str, names: dict[str, str]) -> str:
+    for ref, script in names.items():
+        text = text.replace(ref, script)
+    return text
 
 
 @dataclass(frozen=True)

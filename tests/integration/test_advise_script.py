@@ -142,3 +142,38 @@ def test_the_main_job_on_a_script_runs_doctor_then_advise(tmp_path: Path) -> Non
     assert out.index("findings; `devicebench doctor train.py`") < out.index(
         "measuring its fit() at train.py:13")
     assert "Verdict" in out
+
+
+def test_the_python_api_routes_a_script_to_its_capture(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    import devicebench
+    from devicebench.errors import InputError
+
+    monkeypatch.setenv("DEVICEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    shutil.copy(SCRIPTS / "raises.py", tmp_path / "raises.py")
+    with pytest.raises(InputError, match=r"raised before fit\(\): KeyError"):
+        devicebench.advise(str(tmp_path / "raises.py"), budget=10)
+    with pytest.raises(InputError, match="script not found"):
+        devicebench.advise(str(tmp_path / "none.py"), budget=10)
+
+
+@pytest.mark.slow
+@requires_tf
+@requires_jax
+def test_the_python_api_and_run_on_a_script(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import devicebench
+
+    for key, value in _env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    shutil.copy(SCRIPTS / "tiny.py", tmp_path / "train.py")
+    monkeypatch.chdir(tmp_path)
+    result = devicebench.advise("train.py", budget=10)
+    assert result.capture.fit_site == "train.py:13" and result.capture.info["epochs"] == 500
+    assert result.verdict.startswith("for the fit() at train.py:13: ")
+    assert result.to_dict()["script"]["measured_fit"] == "train.py:13"
+    out = devicebench.run(["train.py"], backends=["tensorflow", "jax"], rounds=3)
+    assert {r.result.spec.workload for r in out.rows} == {"train.py"}
+    assert all(r.result.status == "ok" for r in out.rows)

@@ -35,11 +35,11 @@ STYLES = {
     "tf_then_tf_keras": ("import tensorflow as tf\n", "tf.keras", None),
     "from_tensorflow_import_keras": ("from tensorflow import keras\n", "keras", None),
     "tf_first_then_keras": ("import tensorflow as tf\nimport keras\n", "keras", None),
-    "keras_tensorflow_default": ("import keras\n", "keras", None),
     "keras_on_jax_env": ("import keras\n", "keras", "jax"),
     "backend_set_in_script": ('import os\nos.environ["KERAS_BACKEND"] = "jax"\n'
                               "import tensorflow as tf\nimport keras\n", "keras", "unset"),
 }
+# `import keras` on the default backend: tests/integration/test_monitor.py's CLI test.
 
 
 def _script(tmp_path: Path, style: str) -> Path:

@@ -50,8 +50,7 @@ def test_tf_first_script_is_captured_with_its_settings_and_cached(tmp_path: Path
         np.testing.assert_array_equal(d["x_val"], x[192:])
     again = capture_script(script)
     assert again.cached and again.directory == cap.directory and again.info == i
-    # another argument list is another capture
-    assert not capture_script(script, ["--unused"]).cached
+    # (another argument list, script content or backend is another key: tests/unit)
 
 
 @requires_tf
