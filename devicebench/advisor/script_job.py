@@ -115,7 +115,6 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
     _named(advice, capture.ref, script)
     if baseline is None:
         advice.baseline_reason = f"{why}, on {advice.baseline.device}"
-    advice.notes[:0] = capture.notes
     advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
     result = ScriptAdvice(capture, advice, snippet=advice.code)
     if advice.recommended is not None:

@@ -16,7 +16,7 @@ def render_capture(capture, console: Console) -> None:
     console.print(f"script {capture.script}: measuring its fit() at {capture.fit_site} "
                   f"({where}; the script never trains to its end) — {capture.figures()}",
                   markup=False, highlight=False)
-    for note in capture.info.get("notes") or []:
+    for note in capture.notes:  # a second fit(), a materialised dataset, a re-run model
         console.print(f"  note: {note}", markup=False, highlight=False)
 
 

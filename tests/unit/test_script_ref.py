@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from devicebench.errors import InputError
@@ -50,3 +51,35 @@ def test_missing_directory_and_unparsable_scripts_are_refused(tmp_path: Path) ->
         with pytest.raises(InputError) as exc:
             capture_script(str(path))
         assert needle in exc.value.message
+
+
+def test_a_generator_is_materialised_to_a_bounded_sample_and_said_so() -> None:
+    from devicebench.workloads import capture_worker as cw
+
+    rng = np.random.default_rng(0)
+
+    def batches():
+        while True:  # an endless generator, as Keras users write them
+            x = rng.standard_normal((8, 3)).astype("float32")
+            yield x, x.sum(axis=1)
+
+    info = cw._data({"x": batches(), "steps_per_epoch": 4})
+    a = info["arrays"]
+    assert a["x"].shape == (32, 3) and a["y"].shape == (32,)
+    assert (info["source"], info["batch_size"], info["batches"]) == ("generator", 8, 4)
+    assert "4 batches of 8 (of an unknown number)" in info["notes"][0]
+    assert "not what is timed" in info["notes"][0]
+    endless = cw._data({"x": batches()})
+    assert endless["batches"] == cw.MAX_BATCHES
+
+
+def test_validation_split_takes_the_last_fraction_as_keras_does() -> None:
+    from devicebench.workloads import capture_worker as cw
+
+    x = np.arange(10, dtype="float32")[:, None]
+    info = cw._data({"x": x, "y": x, "validation_split": 0.25})
+    a = info["arrays"]
+    assert a["x"][:, 0].tolist() == [0, 1, 2, 3, 4, 5, 6] and len(a["x_val"]) == 3
+    assert info["validation"] == "validation_split=0.25"
+    with pytest.raises(ValueError, match="several inputs"):
+        cw._data({"x": {"a": x}, "y": x})
