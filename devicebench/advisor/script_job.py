@@ -5,7 +5,7 @@ script. What ``devicebench advise SCRIPT``, the main job on a script and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ class ScriptAdvice:
     advice: AdviceResult
     patch: ScriptPatch | None = None
     snippet: str = ""
-    notes: list[str] = field(default_factory=list)
 
     def __getattr__(self, name: str) -> Any:
         # verdict, headline, recommended, reasons, ...: the advice's own
