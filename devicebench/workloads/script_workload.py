@@ -7,8 +7,8 @@ worker's backend (custom layers, subclassed models, a custom loss: their classes
 only in the script). Either way the captured initial weights are loaded as NumPy arrays,
 so every candidate starts from the same point as the script's own fit would.
 
-The saved model's layers carry the dtype policy they were built with (float32): under a
-mixed-precision candidate the model is rebuilt from its config without those, so the
+The saved model's layers carry the dtype policy they were built with: when it or the
+candidate's is not float32, the model is rebuilt from its config without those, so the
 candidate's global policy applies as it would in the user's script.
 """
 
@@ -80,7 +80,8 @@ def captured_workload(workload_py: str) -> Workload:
         elif info.get("reloadable"):
             with zipfile.ZipFile(directory / "model.keras") as z:
                 config = json.loads(z.read("config.json"))
-            if k.config.dtype_policy().name != "float32":
+            if "float32" != k.config.dtype_policy().name or \
+                    "float32" != info.get("dtype_policy", "float32"):
                 model = k.models.model_from_json(json.dumps(_strip_dtypes(config)))
             else:
                 model = k.saving.load_model(directory / "model.keras", compile=False)

@@ -150,3 +150,30 @@ def test_subclassed_model_with_custom_layer_reruns_the_script_in_the_worker(
                          text=True, timeout=120, check=True, cwd=tmp_path)
     want = [float(v) for v in ref.stdout.strip().splitlines()[-1].strip("[]").split(",")]
     np.testing.assert_allclose(losses, want, rtol=1e-5)
+
+
+@requires_jax
+def test_a_candidates_precision_applies_to_the_captured_model(tmp_path: Path) -> None:
+    """The saved layers carry float32; a mixed-precision candidate must compute in its
+    own policy (and a float32 one in float32), from the same captured weights."""
+    import subprocess
+
+    script = _copy("tiny.py", tmp_path)
+    env = dict(os.environ, KERAS_BACKEND="jax")
+    cap = capture_script(script, env=env)
+    probe = (
+        "import keras, numpy as np\n"
+        "from devicebench.workloads.loader import load_workload\n"
+        f"w = load_workload({cap.ref!r})\n"
+        "npz = np.load("
+        f"{str(cap.directory / 'weights.npz')!r})\n"
+        "for policy in ('mixed_bfloat16', 'float32'):\n"
+        "    keras.config.set_dtype_policy(policy)\n"
+        "    m = w.build_model(keras)\n"
+        "    same = all(np.array_equal(np.asarray(v), npz[f'arr_{i}'])\n"
+        "               for i, v in enumerate(m.get_weights()))\n"
+        "    print(policy, m.layers[0].compute_dtype, same)\n")
+    out = subprocess.run([sys.executable, "-c", probe], env=dict(env, PYTHONPATH=str(ROOT)),
+                         capture_output=True, text=True, timeout=120, check=True)
+    lines = out.stdout.strip().splitlines()[-2:]
+    assert lines == ["mixed_bfloat16 bfloat16 True", "float32 float32 True"], out.stdout
