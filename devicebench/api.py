@@ -110,11 +110,16 @@ def advise(
     epochs: int | None = None,
     db: str | Path | None = None,
     progress: bool = False,
+    script_args: list[str] | None = None,
 ):
     """Find the fastest safe way to train a workload or model on this machine.
 
     Args:
-        workload_or_model: a built-in workload name, ``"path/file.py:function"``, a
+        workload_or_model: a training script (``"train.py"``: run up to its first
+            ``fit()``, with ``script_args`` as its arguments; the result is a
+            :class:`devicebench.advisor.script_job.ScriptAdvice`, whose ``.patch.diff``
+            is the change to the script), a built-in workload name,
+            ``"path/file.py:function"``, a
             ``.keras`` path, or a compiled ``keras.Model`` (saved to a temporary file so
             worker processes can load it on every backend).
         data: ``(x, y)`` training arrays for a model (default: synthesised from its
@@ -143,6 +148,21 @@ def advise(
     from devicebench.report.advise import AdviseSpinner
 
     budget = _check_advise_args(budget, baseline, allow_batch_change, db, data)
+    from devicebench.workloads.script import is_script_ref
+
+    if isinstance(workload_or_model, str | Path) and is_script_ref(str(workload_or_model)):
+        from devicebench.advisor.script_job import advise_script
+
+        bar = AdviseSpinner(str(workload_or_model)) if progress else None
+        try:
+            return advise_script(str(workload_or_model), list(script_args or []),
+                                 baseline=baseline, budget=budget,
+                                 allow_batch_change=allow_batch_change, epochs=epochs,
+                                 db=Path(db) if db else None,
+                                 on_event=bar.event if bar else None)
+        finally:
+            if bar:
+                bar.stop()
     with tempfile.TemporaryDirectory(prefix="devicebench-advise-") as tmp:
         ref = _as_ref(workload_or_model, data, Path(tmp))
         bar = AdviseSpinner(str(workload_or_model)) if progress else None
@@ -215,7 +235,8 @@ def run(
     What ``devicebench run`` does.
 
     Args:
-        workloads: built-in names or ``"path/file.py:function"``.
+        workloads: built-in names, ``"path/file.py:function"`` or a training script
+            (``"train.py"``: its first fit(), captured as ``advise`` does).
         backends, devices, precisions, jits, batch_sizes, pipelines, threads: the
             choices (None: every installed backend, every device but mps, float32, auto,
             the workload's batch, arrays, all cores).
@@ -238,8 +259,13 @@ def run(
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.summary import compare
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
+    from devicebench.workloads.script import capture_script, is_script_ref
 
-    names = list(workloads or ["seed-rnn"])
+    # A training script: its first fit(), captured (or cached), as a workload reference;
+    # shown under the script's name.
+    shown = {capture_script(n).ref: n for n in workloads or () if is_script_ref(n)}
+    names = [next((r for r, n in shown.items() if n == w), w)
+             for w in list(workloads or ["seed-rnn"])]
     for name in names:
         validate_workload_ref(name)
     snapshot = probe_host_layer()
@@ -288,7 +314,16 @@ def run(
     # Only trials measured together in this run are compared (their rounds interleaved);
     # stored ones are shown as they were stored, apart.
     rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
-    return RunOutcome(run_id, rows, notes)
+    rows = [replace(r, result=replace(r.result, spec=r.result.spec.with_(
+        workload=shown[r.result.spec.workload]))) if r.result.spec.workload in shown else r
+        for r in rows]
+    return RunOutcome(run_id, rows, [_shown(n, shown) for n in notes])
+
+
+def _shown(text: str, names: dict[str, str]) -> str:
+    for ref, script in names.items():
+        text = text.replace(ref, script)
+    return text
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ from devicebench.cli import ops as _ops  # noqa: E402,F401
 from devicebench.cli import profile as _profile  # noqa: E402,F401
 from devicebench.cli import report as _report  # noqa: E402,F401
 from devicebench.cli import run as _run  # noqa: E402,F401
+from devicebench.cli import script as _script  # noqa: E402,F401
 
 
 def _name_metavars(cmd: Any) -> None:
@@ -131,6 +132,9 @@ def main() -> None:
     Typer's own usage errors (an unknown option, ``--budget -1``) become one line and
     exit 2, like every other bad input, instead of a boxed message.
     """
+    from devicebench.cli.script import main_script_argv
+
+    sys.argv[1:] = main_script_argv(sys.argv[1:])  # `devicebench train.py`: the main job
     try:
         code = command()(standalone_mode=False)
     except typer.Abort:  # Ctrl-C outside a command's own handler

@@ -19,7 +19,10 @@ baseline (your current configuration) for a speed-up with a 95% CI. A candidate 
 changes the math (precision, batch size) is recommended only if its loss matches the
 baseline's from the same initial weights; one with NaN or a different loss is rejected.
 
-WORKLOAD: a built-in name (devicebench workloads) or path/to/file.py:function.
+WORKLOAD: your training script (train.py; its arguments after --: devicebench advise
+train.py -- --epochs 5), a built-in name (devicebench workloads), path/to/file.py:function
+or a saved model.keras::data.npz. A script runs up to its first fit() (never to its end);
+the change to make comes as a patch to it.
 """
 
 
@@ -36,10 +39,12 @@ def _with_progress(workload: str, progress: bool, **kwargs: Any):
             bar.stop()
 
 
-@app.command(help=ADVISE_HELP)
+@app.command(help=ADVISE_HELP, context_settings={"allow_extra_args": True})
 @user_errors
 def advise(
-    workload: str = typer.Argument(..., help="Built-in name or path/file.py:function."),
+    ctx: typer.Context,
+    workload: str = typer.Argument(..., help="train.py, a built-in name or "
+                                   "path/file.py:function."),
     baseline: str | None = typer.Option(
         None, "--baseline", help="Your current configuration, e.g. "
         "backend=tensorflow,device=gpu:0,jit=auto (default: the workload's own settings on "
@@ -56,6 +61,15 @@ def advise(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
 ) -> None:
+    from devicebench.workloads.script import is_script_ref
+
+    if is_script_ref(workload) or ctx.args:
+        from devicebench.cli.script import advise_script_command
+
+        advise_script_command(workload, ctx.args, baseline=baseline, budget=budget,
+                              allow_batch_change=allow_batch_change, db=db, epochs=epochs,
+                              json_out=json_out)
+        return
     advice = _with_progress(workload, not json_out, baseline=baseline, budget=budget,
                             allow_batch_change=allow_batch_change, db=db, epochs=epochs)
     if json_out:

@@ -1,0 +1,127 @@
+"""``advise train.py``: capture the script's first ``fit()``, advise on what it trains
+with the script's own settings as the baseline, and write the change as a patch to the
+script. What ``devicebench advise SCRIPT``, the main job on a script and
+``devicebench.advise("train.py")`` do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from devicebench.advisor.advice import AdviceResult
+from devicebench.advisor.patch import ScriptPatch, script_patch
+from devicebench.workloads.script import SETUP_TIMEOUT_S, ScriptCapture, capture_script
+
+JIT_OF = {"True": "on", "False": "off"}
+
+
+@dataclass
+class ScriptAdvice:
+    """The capture, the advice on it and the patch to the script.
+
+    Attributes:
+        capture: what the script's first fit() trains (``capture.fit_site``: file:line).
+        advice: the advice (its ``workload`` is the script's name).
+        patch: the diff to the script (``patch.diff`` "" when nothing is to change).
+        snippet: the generic code for the same change (knobs a patch cannot express).
+    """
+
+    capture: ScriptCapture
+    advice: AdviceResult
+    patch: ScriptPatch | None = None
+    snippet: str = ""
+
+    def __getattr__(self, name: str) -> Any:
+        # verdict, headline, recommended, reasons, ...: the advice's own
+        if name.startswith("__") or name == "advice":
+            raise AttributeError(name)
+        return getattr(self.advice, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.advice.to_dict(), "script": self.capture.to_dict(),
+                "patch": self.patch.diff if self.patch else "",
+                "patch_changes": self.patch.changes if self.patch else [],
+                "not_patched": self.patch.not_patched if self.patch else [],
+                "code": self.snippet}
+
+
+def script_baseline(capture: ScriptCapture) -> tuple[str, str]:
+    """The ``--baseline`` text of the script as written, and a sentence saying so."""
+    info = capture.info
+    jit = JIT_OF.get(str(info.get("compile_jit", "'auto'")), "auto")
+    parts = [f"backend={info['keras_backend']}", f"jit={jit}"]
+    spe = int(info.get("steps_per_execution") or 1)
+    if spe != 1:
+        parts.append(f"steps_per_execution={spe}")
+    policy = info.get("dtype_policy") or "float32"
+    if policy in ("mixed_float16", "mixed_bfloat16"):
+        parts.append(f"precision={policy}")
+    said = [f"Keras on {info['keras_backend']}", f"jit_compile={jit}"]
+    if spe != 1:
+        said.append(f"steps_per_execution={spe}")
+    if policy != "float32":
+        said.append(f"dtype policy {policy}")
+    return ",".join(parts), "your script as written (" + ", ".join(said) + ")"
+
+
+def _named(advice: AdviceResult, ref: str, script: str) -> None:
+    """Show the script's name where the trials carry the capture's reference."""
+    def spec(s: Any) -> Any:
+        return s.with_(workload=script) if s is not None and s.workload == ref else s
+
+    advice.workload = script
+    advice.baseline, advice.recommended = spec(advice.baseline), spec(advice.recommended)
+    advice.rows = [replace(r, result=replace(r.result, spec=spec(r.result.spec)))
+                   for r in advice.rows]
+    for o in advice.outcomes:
+        o.spec = spec(o.spec)
+    advice.notes = [n.replace(ref, script) for n in advice.notes]
+    advice.verdict = advice.verdict.replace(ref, script)
+    if advice.headline is not None:
+        advice.headline = replace(advice.headline,
+                                  text=advice.headline.text.replace(ref, script))
+
+
+def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
+                  baseline: str | None = None, budget: float = 120.0,
+                  allow_batch_change: bool = False, db: Path | None = None,
+                  epochs: int | None = None, snapshot: Any = None,
+                  equivalence_steps: int = 50, setup_timeout: float = SETUP_TIMEOUT_S,
+                  on_event: Any = None, on_capture: Any = None) -> ScriptAdvice:
+    """Advise on the model ``script`` trains (see the module docstring).
+
+    ``on_capture(capture)`` is called once the fit() is captured (or found cached).
+
+    Raises:
+        devicebench.errors.InputError: (one line) a script that cannot be captured:
+            see :func:`devicebench.workloads.script.capture_script`; bad advise input.
+
+    Example:
+        >>> sa = advise_script("train.py", ["--epochs", "3"], budget=60)  # doctest: +SKIP
+        >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)
+    """
+    from devicebench.advisor.job import run_advice
+
+    capture = capture_script(script, list(args), timeout=setup_timeout)
+    if on_capture is not None:
+        on_capture(capture)
+    written, why = script_baseline(capture)
+    advice = run_advice(capture.ref, baseline=baseline or written, budget=budget,
+                        allow_batch_change=allow_batch_change, db=db, snapshot=snapshot,
+                        equivalence_steps=equivalence_steps,
+                        epochs=epochs or int(capture.info["epochs"]), on_event=on_event)
+    _named(advice, capture.ref, script)
+    if baseline is None:
+        advice.baseline_reason = f"{why}, on {advice.baseline.device}"
+    advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
+    result = ScriptAdvice(capture, advice, snippet=advice.code)
+    if advice.recommended is not None:
+        source = Path(script).read_text(encoding="utf-8")
+        site = capture.info.get("compile_site") or {}
+        fit = capture.info.get("fit_site") or {}
+        result.patch = script_patch(script, source, advice.baseline, advice.recommended,
+                                    compile_line=site.get("line"), fit_line=fit.get("line"))
+        if result.patch.diff and not result.patch.not_patched:
+            advice.code = ""  # the patch is the change to make
+    return result

@@ -1,0 +1,42 @@
+"""Render advice on a user's script: which fit() was measured, the script's figures, the
+advice, and the patch to the script."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from devicebench.advisor.script_job import ScriptAdvice
+from devicebench.report.advise import render_advice
+from devicebench.report.console import make_console
+
+
+def render_capture(capture, console: Console) -> None:
+    """One line naming the measured fit() and the script's own figures."""
+    where = "cached capture" if capture.cached else "captured"
+    console.print(f"script {capture.script}: measuring its fit() at {capture.fit_site} "
+                  f"({where}; the script never trains to its end) — {capture.figures()}",
+                  markup=False, highlight=False)
+    for note in capture.notes:  # a second fit(), a materialised dataset, a re-run model
+        console.print(f"  note: {note}", markup=False, highlight=False)
+
+
+def render_script_advice(result: ScriptAdvice, *, console: Console | None = None,
+                         brief: bool = False) -> None:
+    """The capture line, the advice, then the patch (``patch -p0 < FILE`` applies it)."""
+    con = console or make_console()
+    render_capture(result.capture, con)
+    render_advice(result.advice, console=con, brief=brief)
+    patch = result.patch
+    if patch is None:
+        con.print("\n[bold]The change to make[/bold]: none — keep your script as it is.")
+        return
+    if patch.diff:
+        con.print(f"\n[bold]The change to make[/bold] ({'; '.join(patch.changes)}) — "
+                  f"save it as devicebench.patch and run `patch -p0 < devicebench.patch`:",
+                  highlight=False)
+        con.print(patch.diff.rstrip("\n"), markup=False, highlight=False)
+    if patch.not_patched:
+        con.print("Also (not expressible as a patch here): " + "; ".join(patch.not_patched),
+                  markup=False, highlight=False)
+        for line in result.snippet.splitlines():
+            con.print(f"    {line}", markup=False, highlight=False)

@@ -1,0 +1,317 @@
+"""Worker: ``python -m devicebench.workloads.capture_worker RESULT OUT_DIR SCRIPT [ARGS]``.
+
+Runs the user's script as ``python SCRIPT ARGS`` would (``__main__``, its own argv, its
+directory first on ``sys.path``, the caller's working directory) with the attach seam
+(:mod:`devicebench.backends.fit_seam`) on ``keras.Model``. At the script's first
+``fit()`` it records what that fit would train — the model (``model.keras``), its initial
+weights (``weights.npz``, as NumPy arrays), the data (``data.npz``: arrays as given; a
+``tf.data.Dataset``, ``PyDataset`` or generator materialised to at most
+:data:`MAX_BATCHES` batches), the fit's arguments and where it was called — and stops the
+script: it never trains. RESULT gets ``{"status": "captured" | "raised" | "exited" |
+"ended" | "refused", ...}``; the parent turns all but the first into one line.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAX_BATCHES = 200  # of a dataset or generator: the sample every candidate trains on
+FIT_FIELDS = ("batch_size", "epochs", "validation_split", "steps_per_epoch", "shuffle",
+              "class_weight", "sample_weight", "initial_epoch", "validation_steps",
+              "validation_freq", "verbose")
+
+
+class StopScript(BaseException):
+    """Raised at the captured fit() to unwind the user's script (not an Exception: a
+    script's ``except Exception`` must not swallow it)."""
+
+
+def _site(script: str) -> dict[str, Any]:
+    """The innermost frame of the stack in ``script`` (else the outermost user frame)."""
+    frames = inspect.stack(0)[1:]
+    for f in frames:
+        if os.path.realpath(f.filename) == script:
+            return {"file": f.filename, "line": f.lineno, "function": f.function}
+    for f in frames:
+        if "site-packages" not in f.filename and "devicebench" not in f.filename:
+            return {"file": f.filename, "line": f.lineno, "function": f.function}
+    return {}
+
+
+def _is_dataset(x: Any) -> str:
+    mod = type(x).__module__
+    if mod.startswith("tensorflow") and hasattr(x, "element_spec"):
+        return "tf.data.Dataset"
+    if any(c.__name__ == "PyDataset" for c in type(x).__mro__):
+        return "PyDataset"
+    if hasattr(x, "__next__") or (hasattr(x, "__iter__") and not hasattr(x, "shape")
+                                  and not isinstance(x, list | tuple | dict)):
+        return "generator" if hasattr(x, "__next__") else type(x).__name__
+    return ""
+
+
+def _np(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _np(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_np(v) for v in value)
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+
+
+def _batches(source: Any, kind: str, limit: int) -> tuple[list[Any], int | None]:
+    """Up to ``limit`` batches of a dataset/PyDataset/generator, and its length if known."""
+    total: int | None = None
+    if kind == "PyDataset":
+        total = len(source)
+        items = (source[i] for i in range(min(total, limit)))
+    else:
+        if kind == "tf.data.Dataset":
+            card = int(source.cardinality())
+            total = card if card >= 0 else None
+        items = iter(source)
+    out = []
+    for item in items:
+        out.append(_np(item))
+        if len(out) >= limit:
+            break
+    return out, total
+
+
+def _stack(batches: list[Any]) -> tuple[Any, Any, int]:
+    """(x, y, batch size) from a list of ``(x, y)`` batches."""
+    if not batches or not isinstance(batches[0], tuple | list) or len(batches[0]) < 2:
+        raise ValueError("its batches are not (x, y) pairs")
+    if len(batches[0]) > 2:
+        raise ValueError("its batches carry sample weights (x, y, w)")
+    xs, ys = zip(*[(b[0], b[1]) for b in batches], strict=True)
+    if isinstance(xs[0], dict | list | tuple) or isinstance(ys[0], dict | list | tuple):
+        raise ValueError("its batches have several inputs or outputs")
+    return np.concatenate(xs), np.concatenate(ys), int(len(xs[0]))
+
+
+def _data(fit_args: dict[str, Any]) -> dict[str, Any]:
+    """The training (and validation) data as arrays, and notes on how they were made."""
+    x, y = fit_args.get("x"), fit_args.get("y")
+    info: dict[str, Any] = {"notes": []}
+    kind = _is_dataset(x)
+    if kind:
+        batches, total = _batches(x, kind, min(MAX_BATCHES, fit_args.get("steps_per_epoch")
+                                                or MAX_BATCHES))
+        x, y, batch = _stack(batches)
+        info.update(source=kind, batch_size=batch, batches=len(batches), total_batches=total)
+        whole = total is not None and len(batches) >= total
+        info["notes"].append(
+            f"the {kind} was materialised: {len(batches)} batches of {batch}"
+            + ("" if whole else f" (of {total if total is not None else 'an unknown number'})")
+            + "; every candidate trains on these arrays, so your input pipeline itself is "
+              "not what is timed")
+    else:
+        if isinstance(x, dict | list | tuple) or isinstance(y, dict | list | tuple):
+            raise ValueError("it passes several inputs or outputs (a dict or list of arrays)")
+        x, y = _np(x), _np(y)
+        info.update(source="arrays")
+    if y is None or not isinstance(y, np.ndarray):
+        raise ValueError("it passes no targets (y)")
+    val = fit_args.get("validation_data")
+    split = fit_args.get("validation_split") or 0.0
+    if val is not None:
+        vkind = _is_dataset(val)
+        if vkind:
+            vb, _ = _batches(val, vkind, MAX_BATCHES)
+            xv, yv, _ = _stack(vb)
+            info["notes"].append(f"validation {vkind} materialised: {len(vb)} batches")
+        else:
+            xv, yv = _np(val[0]), _np(val[1])
+        info["validation"] = "validation_data"
+    elif split and kind:
+        raise ValueError("validation_split is given with a dataset (Keras refuses it too)")
+    elif split:
+        at = int(np.floor(len(x) * (1.0 - split)))  # as Keras' train_validation_split
+        x, y, xv, yv = x[:at], y[:at], x[at:], y[at:]
+        info["validation"] = f"validation_split={split}"
+    else:
+        xv = yv = None
+    info["arrays"] = {"x": x, "y": y, **({"x_val": xv, "y_val": yv} if xv is not None
+                                         else {})}
+    return info
+
+
+def _custom_step(model: Any, keras: Any) -> str:
+    for cls in type(model).__mro__:
+        if cls is keras.Model or cls.__module__.startswith("keras"):
+            break
+        for name in ("train_step", "compute_loss"):
+            if name in cls.__dict__:
+                return f"{cls.__name__}.{name}"
+    return ""
+
+
+def _custom_objects(config: Any) -> list[str]:
+    """Classes in a saved config that are not Keras' own (they need the script)."""
+    found: list[str] = []
+    if isinstance(config, dict):
+        mod = config.get("module")
+        if "class_name" in config and "registered_name" in config and not (
+                isinstance(mod, str) and mod.startswith("keras")):
+            found.append(f"{config['class_name']} (defined in {mod or 'the script'})")
+        for v in config.values():
+            found += _custom_objects(v)
+    elif isinstance(config, list):
+        for v in config:
+            found += _custom_objects(v)
+    return found
+
+
+def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
+            script: str, compiles: list[dict[str, Any]]) -> dict[str, Any]:
+    """Record the first fit() (see the module docstring); returns the result JSON."""
+    import keras
+
+    bound = inspect.signature(original).bind(model, *args, **kwargs)
+    fit_args = {k: v for k, v in bound.arguments.items() if k != "self"}
+    fit_args.update(fit_args.pop("kwargs", {}) or {})
+    site = _site(script)
+    res: dict[str, Any] = {"status": "captured", "fit_site": site,
+                           "compile_site": compiles[-1]["site"] if compiles else {},
+                           "compile_kwargs": compiles[-1]["kwargs"] if compiles else [],
+                           "compile_jit": compiles[-1]["jit_compile"] if compiles else "'auto'",
+                           "keras_backend": keras.backend.backend(),
+                           "keras_version": keras.__version__,
+                           "model_class": type(model).__name__}
+    step = _custom_step(model, keras)
+    if step:
+        return {**res, "status": "refused", "kind": "custom_train_step", "what": step}
+    if getattr(model, "optimizer", None) is None or not getattr(model, "compiled", True):
+        return {**res, "status": "refused", "kind": "not_compiled", "what": ""}
+    try:
+        data = _data(fit_args)
+    except ValueError as exc:
+        return {**res, "status": "refused", "kind": "data", "what": str(exc)}
+    arrays = data.pop("arrays")
+    batch = data.pop("batch_size", None) or fit_args.get("batch_size") or 32
+    if not model.built:
+        model(arrays["x"][:1])
+    np.savez(out_dir / "data.npz", **arrays)
+    weights = [np.asarray(w) for w in model.get_weights()]
+    np.savez(out_dir / "weights.npz", *weights)
+    saved_error, custom = "", []
+    try:
+        model.save(out_dir / "model.keras")
+        import zipfile
+
+        with zipfile.ZipFile(out_dir / "model.keras") as z:
+            config = json.loads(z.read("config.json"))
+        custom = _custom_objects(config)
+    except Exception as exc:  # noqa: BLE001 - the re-run fallback covers it
+        saved_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    ser = keras.saving.serialize_keras_object
+    compile_info: dict[str, Any] = {}
+    for key, value in (("loss", getattr(model, "loss", None)),
+                       ("optimizer", model.optimizer)):
+        try:
+            compile_info[key] = json.loads(json.dumps(ser(value)))
+        except (TypeError, ValueError):
+            compile_info[key] = None
+    custom += _custom_objects(compile_info)
+    metrics = compiles[-1]["metrics"] if compiles else []
+    recurrent = any(type(layer).__name__ in ("SimpleRNN", "LSTM", "GRU", "RNN")
+                    for layer in getattr(model, "layers", []))
+    callbacks = [type(c).__name__ for c in (fit_args.get("callbacks") or [])]
+    res.update(
+        params=int(model.count_params()), batch_size=int(batch),
+        epochs=int(fit_args.get("epochs") or 1), samples=int(len(arrays["x"])),
+        validation_samples=int(len(arrays.get("x_val", []))), callbacks=callbacks,
+        steps_per_execution=int(getattr(model, "steps_per_execution", 1) or 1),
+        jit_compile=str(getattr(model, "jit_compile", "auto")),
+        dtype_policy=keras.config.dtype_policy().name,
+        fit_kwargs={k: repr(fit_args[k])[:80] for k in FIT_FIELDS if k in fit_args},
+        reloadable=not saved_error and not custom and compile_info["loss"] is not None,
+        saved_error=saved_error, custom_objects=custom, compile=compile_info,
+        metrics=metrics, weights=len(weights), recurrent=recurrent, script_path=script,
+        timesteps=int(arrays["x"].shape[1]) if recurrent and arrays["x"].ndim == 3 else None,
+        args=list(sys.argv[1:]), **data)
+    return res
+
+
+def _error_site(exc: BaseException, script: str) -> dict[str, Any]:
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if os.path.realpath(f.filename) == script]
+    f = mine[-1] if mine else (frames[-1] if frames else None)
+    return {"file": f.filename, "line": f.lineno, "code": (f.line or "")[:160]} if f else {}
+
+
+def run_script(script: str, args: list[str], on_fit: Any) -> dict[str, Any]:
+    """Run ``script`` as ``__main__`` with ``on_fit(model, original, args, kwargs,
+    compiles)`` at its first fit (it returns the result); how it ended otherwise."""
+    from devicebench.backends.fit_seam import attach_fit
+
+    state: dict[str, Any] = {"result": None, "compiles": []}
+
+    def fit_wrapper(original: Any, model: Any, a: tuple, kw: dict) -> Any:
+        if state["result"] is not None:  # after the capture: Keras' own fit
+            return original(model, *a, **kw)
+        state["result"] = on_fit(model, original, a, kw, state["compiles"])
+        raise StopScript
+
+    def compile_hook(model: Any, a: tuple, kw: dict) -> None:
+        metrics = kw.get("metrics") if isinstance(kw.get("metrics"), list | tuple) else []
+        state["compiles"].append({"site": _site(script), "kwargs": sorted(kw),
+                                  "jit_compile": repr(kw.get("jit_compile", "auto")),
+                                  "steps_per_execution": kw.get("steps_per_execution", 1),
+                                  "metrics": [m for m in metrics if isinstance(m, str)]})
+
+    attach_fit(fit_wrapper, compile_hook, who="devicebench advise")
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(script))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except StopScript:
+        return state["result"]
+    except SystemExit as exc:
+        if state["result"] is not None:
+            return state["result"]
+        return {"status": "exited", "code": exc.code if isinstance(exc.code, int) else 1,
+                "message": "" if isinstance(exc.code, int | None) else str(exc.code)}
+    except BaseException as exc:  # noqa: BLE001 - the user's own error, reported
+        if state["result"] is not None:
+            return state["result"]
+        return {"status": "raised", "type": type(exc).__name__,
+                "message": str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "",
+                "site": _error_site(exc, script)}
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return state["result"] or {"status": "ended"}
+
+
+def main(argv: list[str]) -> int:
+    result_path, out_dir, script, args = argv[0], Path(argv[1]), argv[2], argv[3:]
+    script = os.path.realpath(script)
+
+    def on_fit(model: Any, original: Any, a: tuple, kw: dict, compiles: list) -> dict:
+        try:
+            return capture(model, original, a, kw, out_dir, script, compiles)
+        except Exception as exc:  # noqa: BLE001 - a capture bug is reported, not hidden
+            return {"status": "refused", "kind": "capture_failed",
+                    "what": f"{type(exc).__name__}: {str(exc)[:300]}",
+                    "trace": traceback.format_exc()[-2000:]}
+
+    result = run_script(script, args, on_fit)
+    with open(result_path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, default=str)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the script's atexit handlers and threads are not ours to run
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
