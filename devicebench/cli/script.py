@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from devicebench.cli import app, fail, user_errors
+from devicebench.cli import DB_HELP, app, fail, user_errors
 
 
 def _run(script: str, args: list[str], progress: bool, **kwargs: Any):
@@ -86,7 +86,7 @@ def main_script(script: str, args: list[str], db: Path | None = None,
 def main_script_command(
     ctx: typer.Context,
     script: str = typer.Argument(...),
-    db: Path | None = typer.Option(None, "--db"),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     budget: float = typer.Option(MAIN_SCRIPT_BUDGET_S, "--budget", min=10.0),
 ) -> None:
     raise typer.Exit(main_script(script, ctx.args, db=db, budget=budget))
