@@ -133,7 +133,9 @@ def test_subclassed_model_with_custom_layer_reruns_the_script_in_the_worker(
                          capture_output=True, text=True, timeout=120, check=True,
                          cwd=tmp_path)
     losses = [float(v) for v in out.stdout.strip().splitlines()[-1].strip("[]").split(",")]
-    assert len(losses) == 3 and losses[2] < losses[0]
+    # (not "the loss falls": the initial weights are the script's own, unseeded, and three
+    # batches of SGD need not lower it; equality with the plain run below is the check)
+    assert len(losses) == 3 and all(np.isfinite(losses))
     # the script's own model from the same weights, as a plain run trains it
     plain = (
         "import runpy, sys, json, keras, numpy as np\n"
