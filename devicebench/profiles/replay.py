@@ -200,10 +200,11 @@ def replay_launcher(profile: MachineProfile, clock: VirtualClock
 
 def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
                   baseline: TrialSpec | None = None, epochs: int | None = None,
-                  equivalence_steps: int = 20):
+                  equivalence_steps: int = 20, on_result=None):
     """Run the unchanged advisor on ``profile``'s recorded ``workload``: its snapshot,
     device figures and trials, on a virtual clock that advances by what each step cost
-    there. The baseline defaults to what the main job would pick on that machine.
+    there. The baseline defaults to what the main job would pick on that machine;
+    ``on_result(result)`` sees each replayed trial as advise's own callback does.
 
     Returns:
         (the :class:`devicebench.advisor.advice.AdviceResult`, seconds the advisor
@@ -229,6 +230,7 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
         equivalence_steps=equivalence_steps,
         **workload_facts(workload),
         device_figures=figures, baseline_reason=why,
-        start_group=engine_group(start_worker=replay_launcher(profile, clock), clock=clock),
+        start_group=engine_group(start_worker=replay_launcher(profile, clock), clock=clock,
+                                 on_result=on_result),
         clock=clock, cpu_rate=None)
     return advice, clock.now

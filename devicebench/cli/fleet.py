@@ -1,0 +1,105 @@
+"""``devicebench fleet``: doctor, advise and profile record on every machine of a Ray
+cluster (``pip install 'devicebench[ray]'``); ``fleet resources`` for ``ray start``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from devicebench.cli import app, user_errors
+
+fleet_app = typer.Typer(
+    help="The same questions on every machine of a Ray cluster: which of them should train "
+         "this model, with which configuration, and how much faster is it there? "
+         "Needs Ray: pip install 'devicebench[ray]'. Start each node with "
+         "`ray start ... --resources \"$(devicebench fleet resources)\"`.",
+    no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+profile_app = typer.Typer(help="Machine profiles of every node kind.", no_args_is_help=True)
+fleet_app.add_typer(profile_app, name="profile")
+
+ADDRESS_HELP = "Ray cluster address, e.g. 10.0.0.5:6379 (default: $RAY_ADDRESS, else the " \
+               "cluster this machine is part of)."
+NODES_HELP = "Only these nodes (name, IP or node-id prefix; repeat). Default: one node " \
+             "per distinct machine."
+
+
+@fleet_app.command("resources", help="Print the `ray start --resources` JSON for this "
+                   "machine (from the doctor's probe): a marker and one resource per device, "
+                   "so a trial needing a device runs only where it is. Needs no Ray.")
+@user_errors
+def resources() -> None:
+    from devicebench.fleet.job import fleet_resources_here
+
+    print(fleet_resources_here())
+
+
+@fleet_app.command("doctor", help="The doctor on every node: one table of machines x "
+                   "frameworks x devices, then each machine's findings.")
+@user_errors
+def doctor(
+    address: str | None = typer.Option(None, "--address", help=ADDRESS_HELP),
+    nodes: list[str] = typer.Option(None, "--node", help=NODES_HELP),
+    frameworks: list[str] = typer.Option(None, "--framework", help="Only these frameworks."),
+    json_out: bool = typer.Option(False, "--json", help="Print the nodes as JSON."),
+) -> None:
+    from devicebench.fleet.job import fleet_doctor
+    from devicebench.report.fleet import render_fleet_doctor
+
+    reports = fleet_doctor(address=address, frameworks=frameworks or None, nodes=nodes or None)
+    if json_out:
+        print(json.dumps([{"node": r.name, "node_id": r.node.node_id, "ip": r.node.ip,
+                           "problem": r.problem,
+                           "snapshot": r.snapshot.to_dict() if r.snapshot else None,
+                           "findings": [f.to_dict() for f in r.findings]} for r in reports],
+                         indent=2, default=str))
+    else:
+        render_fleet_doctor(reports)
+    raise typer.Exit(1 if any(r.problem or any(f.severity == "error" for f in r.findings)
+                              for r in reports) else 0)
+
+
+@fleet_app.command("advise", help="Advise on every distinct machine of the cluster at once "
+                   "(each node's own worker processes), and answer where this model should "
+                   "train: per machine its fastest configuration, step and epoch time with "
+                   "their CIs, its accelerator verdict and its speed against yours.")
+@user_errors
+def advise(
+    workload: str = typer.Argument(..., help="Built-in name, path/file.py:function or a "
+                                   ".keras file (shipped to the nodes)."),
+    budget: float = typer.Option(60.0, "--budget", min=10.0, help="Seconds per machine."),
+    baseline: str | None = typer.Option(None, "--baseline", help="As advise --baseline."),
+    epochs: int | None = typer.Option(None, "--epochs", min=1),
+    allow_batch_change: bool = typer.Option(False, "--allow-batch-change"),
+    address: str | None = typer.Option(None, "--address", help=ADDRESS_HELP),
+    nodes: list[str] = typer.Option(None, "--node", help=NODES_HELP),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file (default: "
+                                   "$DEVICEBENCH_DB, else the user data directory)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
+) -> None:
+    from devicebench.fleet.job import fleet_advise
+    from devicebench.report.fleet import render_fleet_advice
+
+    def event(kind, m, value) -> None:
+        if json_out:
+            return
+        what = value.spec.label + f" ({value.status})" if kind == "trial" else kind
+        print(f"  {m.report.name}: {what}", file=sys.stderr, flush=True)
+
+    fleet = fleet_advise(workload, budget=budget, baseline=baseline, epochs=epochs,
+                         allow_batch_change=allow_batch_change, nodes=nodes or None,
+                         address=address, db=db, argv=sys.argv[1:], on_event=event)
+    if json_out:
+        print(json.dumps({"fleet": fleet.fleet_id, "workload": fleet.workload,
+                          "elapsed_s": fleet.elapsed_s, "interrupted": fleet.interrupted,
+                          "left_out": fleet.notes,
+                          "machines": [a.to_dict() for a in fleet.answer()]},
+                         indent=2, default=str))
+    else:
+        render_fleet_advice(fleet)
+    if fleet.interrupted:
+        raise typer.Exit(130)
+    raise typer.Exit(1 if fleet.notes or any(m.status != "ok" for m in fleet.machines) else 0)
