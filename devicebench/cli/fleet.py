@@ -103,3 +103,40 @@ def advise(
     if fleet.interrupted:
         raise typer.Exit(130)
     raise typer.Exit(1 if fleet.notes or any(m.status != "ok" for m in fleet.machines) else 0)
+
+
+@fleet_app.command("report", help="A stored fleet job again: the answer in the terminal, "
+                   "or --html FILE with the machines as columns.")
+@user_errors
+def report(
+    fleet: str | None = typer.Option(None, "--fleet", help="Fleet job id (default: newest)."),
+    html: Path | None = typer.Option(None, "--html", metavar="FILE"),
+    db: Path | None = typer.Option(None, "--db", help="SQLite results file."),
+) -> None:
+    from devicebench.fleet.stored import load_fleet
+    from devicebench.store import ResultStore
+
+    with ResultStore.open(db) as store:
+        stored = load_fleet(store, fleet)
+    answers = stored.answer()
+    if html is not None:
+        from devicebench.cli.report import write_text
+        from devicebench.report.fleet_html import render_fleet_html
+
+        write_text(html, render_fleet_html(stored.fleet_id, stored.workload, answers), "HTML")
+        print(f"wrote {html} (fleet job {stored.fleet_id}, {len(answers)} machines)")
+        return
+    from rich.table import Table
+
+    from devicebench.report.console import make_console
+    from devicebench.report.fleet import COLUMNS, answer_rows, headline
+
+    con = make_console()
+    con.print(headline(answers, stored.workload), markup=False, highlight=False)
+    table = Table()
+    for col in COLUMNS:
+        table.add_column(col, overflow="fold")
+    for row in answer_rows(answers):
+        table.add_row(*row)
+    con.print(table)
+    con.print(f"  runs: {', '.join(f'#{r}' for r in stored.run_ids)}", highlight=False)

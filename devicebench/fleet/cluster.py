@@ -46,6 +46,21 @@ class FleetNode:
         return MARKER in self.resources
 
 
+def _unreachable(where: str, timeout: float = 5.0) -> str:
+    """Why nothing answers at ``host:port`` within ``timeout`` ("" when something does):
+    Ray itself retries an absent cluster for minutes, printing as it goes."""
+    import socket
+
+    host, sep, port = where.rpartition(":")
+    if where == "auto" or where.startswith("ray://") or not sep or not port.isdigit():
+        return ""
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+    return ""
+
+
 def connect(address: str | None) -> Any:
     """Connect to the cluster at ``address`` (None: ``$RAY_ADDRESS``, else the local one).
 
@@ -56,6 +71,12 @@ def connect(address: str | None) -> Any:
     if ray.is_initialized():
         return ray
     where = address or os.environ.get("RAY_ADDRESS") or "auto"
+    fix = ("start one (`ray start --head --resources \"$(devicebench fleet resources)\"`) "
+           "or pass --address HOST:6379")
+    why = _unreachable(where)
+    if why:
+        raise InputError(f"cannot reach a Ray cluster at {where}: {why}",
+                         why="fleet runs each node's share on a Ray cluster", fix=fix)
     try:
         ray.init(address=where, include_dashboard=False, log_to_driver=False,
                  logging_level="ERROR", configure_logging=True)
@@ -63,9 +84,7 @@ def connect(address: str | None) -> Any:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"cannot reach a Ray cluster at {where}: {first}",
                          why="fleet runs each node's share on a Ray cluster",
-                         fix="start one (`ray start --head --resources "
-                             "\"$(devicebench fleet resources)\"`) or pass --address "
-                             "HOST:6379") from None
+                         fix=fix) from None
     return ray
 
 
