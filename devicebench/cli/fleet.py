@@ -84,7 +84,7 @@ def advise(
     from devicebench.report.fleet import render_fleet_advice
 
     def event(kind, m, value) -> None:
-        if json_out:
+        if json_out or kind == "event":
             return
         what = value.spec.label + f" ({value.status})" if kind == "trial" else kind
         print(f"  {m.report.name}: {what}", file=sys.stderr, flush=True)

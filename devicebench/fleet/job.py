@@ -268,6 +268,8 @@ def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
                         m.trials.append(value)
                         if on_event:
                             on_event("trial", m, value)
+                    elif kind == "event" and on_event:
+                        on_event("event", m, value)
                     elif kind == "advice":
                         m.advice = value
                         close(m, "ok", summary=value.to_dict())

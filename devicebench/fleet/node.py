@@ -54,6 +54,9 @@ def probe_node(full: bool = False, frameworks: list[str] | None = None,
             "hostname": platform.node()}
 
 
+PROGRESS = ("setup", "round")  # the engine's events worth sending to the user's machine
+
+
 def _advise(request: dict[str, Any], put) -> None:
     from devicebench.advisor.advice import parse_baseline
     from devicebench.advisor.job import run_advice
@@ -80,13 +83,18 @@ def _advise(request: dict[str, Any], put) -> None:
                                 allow_batch_change=request.get("allow_batch_change", False),
                                 db=Path(tmp) / "node.db", snapshot=snap,
                                 epochs=request.get("epochs"),
-                                on_result=lambda r: put(("trial", r)))
+                                on_result=lambda r: put(("trial", r)),
+                                on_event=lambda kind, spec, info: put(("event", (
+                                    kind, spec.label if spec else "", info)))
+                                if kind in PROGRESS else None)
     put(("advice", advice))
 
 
 def advise_on_node(request: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """``advise`` on this node: yields ``("trial", TrialResult)`` as each trial is
-    measured, then ``("advice", AdviceResult)``, or ``("error", (message, exit code))``.
+    measured, ``("event", (kind, label, info))`` as a trial is set up or a round of
+    interleaved blocks starts, then ``("advice", AdviceResult)``, or
+    ``("error", (message, exit code))``.
 
     The advisor runs in a thread so its trials stream out while it works; its worker
     processes are this node's own, as a local ``advise`` starts them.
