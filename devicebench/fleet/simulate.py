@@ -27,6 +27,8 @@ from devicebench.backends import FRAMEWORK_DISTRIBUTIONS
 from devicebench.env.snapshot import EnvSnapshot
 
 SIMULATE_ENV = "DEVICEBENCH_FLEET_SIMULATE"
+# Installed with a framework and gone with it (the fingerprint hashes them too).
+COMPANIONS = {"jax": ("jaxlib", "jax-metal"), "tensorflow": ("tensorflow-metal",)}
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ def simulated_snapshot(snapshot: EnvSnapshot, sim: NodeSimulation) -> EnvSnapsho
     """``snapshot`` as the simulated node reports it (a profile node: see
     :func:`devicebench.fleet.node.node_identity`)."""
     host = replace(snapshot.host, **sim.host) if sim.host else snapshot.host
-    gone = {d for fw in sim.without for d in FRAMEWORK_DISTRIBUTIONS.get(fw, (fw,))}
+    gone = {d for fw in sim.without
+            for d in (*FRAMEWORK_DISTRIBUTIONS.get(fw, (fw,)), *COMPANIONS.get(fw, ()))}
     dists = {k: v for k, v in snapshot.distributions.items() if k not in gone}
     frameworks = {k: v for k, v in snapshot.frameworks.items() if k not in sim.without}
     return replace(snapshot, host=host, distributions=dists, frameworks=frameworks,
