@@ -140,3 +140,30 @@ def report(
         table.add_row(*row)
     con.print(table)
     con.print(f"  runs: {', '.join(f'#{r}' for r in stored.run_ids)}", highlight=False)
+
+
+@profile_app.command("record", help="`profile record` on every distinct machine at once: "
+                     "one profile per machine kind, written into DIR (replay one with "
+                     "`devicebench profile replay DIR/NAME.json WORKLOAD`).")
+@user_errors
+def profile_record(
+    workloads: list[str] = typer.Argument(None, help="Built-in workloads (default: seed-rnn "
+                                          "mnist-cnn)."),
+    out: Path = typer.Option(..., "-o", "--output", help="Directory for the profiles."),
+    max_rounds: int = typer.Option(12, "--max-rounds", min=3),
+    address: str | None = typer.Option(None, "--address", help=ADDRESS_HELP),
+    nodes: list[str] = typer.Option(None, "--node", help=NODES_HELP),
+) -> None:
+    from devicebench.errors import InputError
+    from devicebench.fleet.job import fleet_profile_record
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} is a file", fix="pass a directory for the profiles")
+    profiles, notes = fleet_profile_record(workloads or ["seed-rnn", "mnist-cnn"], out,
+                                           max_rounds=max_rounds, nodes=nodes or None,
+                                           address=address)
+    for p in profiles:
+        print(f"{p.report.label}: " + (f"wrote {p.path}: {p.note}" if p.path else p.problem))
+    for line in notes:
+        print(f"  left out: {line}")
+    raise typer.Exit(1 if notes or any(p.problem for p in profiles) else 0)

@@ -306,3 +306,47 @@ def fleet_resources_here() -> str:
     from devicebench.fleet.resources import resources_json
 
     return resources_json(probe_host_layer())
+
+
+@dataclass
+class RecordedProfile:
+    """One machine's profile from ``fleet profile record``: where it was written, or why
+    there is none."""
+
+    report: NodeReport
+    path: Path | None = None
+    note: str = ""
+    problem: str = ""
+
+
+def fleet_profile_record(workloads: list[str], out_dir: Path, *, max_rounds: int = 12,
+                         nodes: list[str] | None = None, address: str | None = None,
+                         timeout: float = 3600.0) -> tuple[list[RecordedProfile], list[str]]:
+    """``profile record`` on every distinct machine at once, each profile written to
+    ``out_dir/<node name>.json``: one library the user can replay (``profile replay
+    FILE``) and share. Returns the profiles and the lines for nodes left out.
+
+    Raises:
+        devicebench.errors.DevicebenchError: no Ray or cluster, an unknown workload or node.
+    """
+    from devicebench.fleet.node import record_on_node
+    from devicebench.workloads import get_workload
+
+    for w in workloads:
+        get_workload(w)  # unknown names: one line, exit 2
+    ray = connect(address)
+    chosen, notes = choose_nodes(probe_fleet(ray, live_nodes(ray)), nodes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    refs = {on_node(ray, record_on_node, r.node, hold_devices=True)
+            .remote(workloads, max_rounds): r for r in chosen}
+    got = _wait_all(ray, refs, timeout)
+    out = []
+    for ref, rep in refs.items():
+        value = got[ref]
+        if isinstance(value, BaseException):
+            out.append(RecordedProfile(rep, problem=rep.line(failure_line(value))))
+            continue
+        path = out_dir / f"{value['name'] or rep.node.short_id}.json"
+        value["profile"].save(path)
+        out.append(RecordedProfile(rep, path, value["note"]))
+    return out, notes
