@@ -117,13 +117,19 @@ def choose_nodes(reports: list[NodeReport], names: list[str] | None
                                  fix=f"name one of: {known}")
             chosen += [r for r in hit if not r.problem and r not in chosen]
         return chosen, notes
-    seen: set[str] = set()
-    chosen = []
+    first: dict[str, NodeReport] = {}
     for r in usable:
-        if r.fingerprint not in seen:
-            seen.add(r.fingerprint)
-            chosen.append(r)
-    return chosen, notes
+        first.setdefault(r.fingerprint, r)
+    return list(first.values()), notes
+
+
+def same_machines(reports: list[NodeReport], chosen: list[NodeReport]) -> list[str]:
+    """A line for each usable node left out because a chosen node is the same machine
+    (same fingerprint: the same hardware and versions measure the same)."""
+    by = {r.fingerprint: r for r in chosen}
+    return [r.line(f"the same machine as {by[r.fingerprint].name} (fingerprint "
+                   f"{r.fingerprint}): advised there once")
+            for r in reports if not r.problem and r not in chosen and r.fingerprint in by]
 
 
 def lacks(report: NodeReport, baseline: str | None) -> str:
@@ -165,6 +171,7 @@ class FleetAdvice:
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     interrupted: bool = False
+    same: list[str] = field(default_factory=list)  # nodes that are a chosen node's machine
 
     def answer(self):
         """Where this model should train: :func:`devicebench.fleet.answer.where_to_train`."""
@@ -209,7 +216,9 @@ def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
     template, files = pack_workload(workload)
     t0 = time.monotonic()
     ray = connect(address)
-    chosen, notes = choose_nodes(probe_fleet(ray, live_nodes(ray)), nodes)
+    reports = probe_fleet(ray, live_nodes(ray))
+    chosen, notes = choose_nodes(reports, nodes)
+    same = [] if nodes else same_machines(reports, chosen)
     runnable = []
     for rep in chosen:
         why = lacks(rep, baseline)
@@ -222,7 +231,8 @@ def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
     request = ray.put({"workload": template, "files": files, "budget": budget,
                        "baseline": baseline, "epochs": epochs,
                        "allow_batch_change": allow_batch_change})  # the object store
-    result = FleetAdvice(fleet_id, workload, [MachineRun(r) for r in runnable], notes)
+    result = FleetAdvice(fleet_id, workload, [MachineRun(r) for r in runnable], notes,
+                         same=same)
     limit = timeout if timeout is not None else 3 * budget + 600
     with ResultStore.open(db) as store:
         def close(m: MachineRun, status: str, reason: str = "", summary=None) -> None:

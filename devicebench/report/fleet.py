@@ -88,6 +88,8 @@ def render_fleet_advice(fleet: Any, console=None) -> None:
                       highlight=False)
     for line in fleet.notes:
         con.print(f"  left out: {line}", markup=False, highlight=False)
+    for line in fleet.same:
+        con.print(f"  {line}", markup=False, highlight=False)
     runs = ", ".join(f"#{m.run_id} {m.report.name}" for m in fleet.machines)
     con.print(f"  stored as runs {runs}: devicebench report --run N; devicebench fleet "
               f"report --html FILE (machines as columns)", markup=False, highlight=False)

@@ -156,6 +156,10 @@ def test_the_store_holds_three_machines_and_reads_back(first, tmp_path):
     rep = run_cli("report", "--run", str(h200), "--json", "--db", str(db))
     assert rep.returncode == 0, rep.stderr
     assert "H200" in json.dumps(json.loads(rep.stdout)["machine"])
+    mine = _by_name(fleet)["node-a"].run_id
+    cmp = run_cli("compare", str(mine), str(h200), "--db", str(db))
+    assert cmp.returncode == 0, cmp.stderr
+    assert "Machines differ" in cmp.stdout and "simulated box A" in cmp.stdout
     page = tmp_path / "fleet.html"
     out = run_cli("fleet", "report", "--html", str(page), "--db", str(db))
     assert out.returncode == 0, out.stderr

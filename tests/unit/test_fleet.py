@@ -130,3 +130,27 @@ def test_the_parent_cli_does_not_import_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def test_one_node_per_distinct_machine_and_named_nodes():
+    from devicebench.errors import InputError
+    from devicebench.fleet.cluster import FleetNode
+    from devicebench.fleet.job import NodeReport, choose_nodes, lacks, same_machines
+
+    def rep(nid: str, name: str, cpu: str, problem: str = "") -> NodeReport:
+        return NodeReport(FleetNode(nid * 8, "10.0.0." + nid, {}), name, _snap(cpu_model=cpu),
+                          problem=problem)
+
+    a, a2, b = rep("1", "a", "cpu A"), rep("2", "a2", "cpu A"), rep("3", "b", "cpu B")
+    bad = rep("4", "old", "cpu C", problem="node old [4444]: runs devicebench 0.0.1")
+    chosen, notes = choose_nodes([a, a2, b, bad], None)
+    assert [r.name for r in chosen] == ["a", "b"] and notes == [bad.problem]
+    assert same_machines([a, a2, b, bad], chosen) == [
+        a2.line(f"the same machine as a (fingerprint {a.fingerprint}): advised there once")]
+    assert [r.name for r in choose_nodes([a, a2, b], ["a2", "10.0.0.3"])[0]] == ["a2", "b"]
+    with pytest.raises(InputError, match="no node 'zz'"):
+        choose_nodes([a, b], ["zz"])
+    assert lacks(a, None) == "" and lacks(a, "backend=torch") == ""
+    assert "has no tensorflow" in lacks(a, "backend=tensorflow,device=cpu")
+    bare = NodeReport(a.node, "bare", EnvSnapshot(host=HostInfo(os="Linux")))
+    assert "no deep-learning framework" in lacks(bare, None)
