@@ -126,6 +126,7 @@ def report(
         write_text(html, render_fleet_html(stored.fleet_id, stored.workload, answers), "HTML")
         print(f"wrote {html} (fleet job {stored.fleet_id}, {len(answers)} machines)")
         return
+    from rich.markup import escape
     from rich.table import Table
 
     from devicebench.report.console import make_console
@@ -137,7 +138,7 @@ def report(
     for col in COLUMNS:
         table.add_column(col, overflow="fold")
     for row in answer_rows(answers):
-        table.add_row(*row)
+        table.add_row(*map(escape, row))
     con.print(table)
     con.print(f"  runs: {', '.join(f'#{r}' for r in stored.run_ids)}", highlight=False)
 

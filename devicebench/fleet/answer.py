@@ -49,6 +49,7 @@ class MachineAnswer:
     accelerator_short: str = ""  # the same in a few words, for a table cell
     verdict: str = ""
     vs_user: Ratio | None = None  # the user's epoch / this one (>1: faster than yours)
+    is_reference: bool = False  # the machine the ratios are against
     epoch_samples: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,7 +61,7 @@ class MachineAnswer:
                 "step_ci95": list(self.step_ci) if self.step_ci else None,
                 "epoch_s": self.epoch_s,
                 "epoch_ci95": list(self.epoch_ci) if self.epoch_ci else None,
-                "accelerator": self.accelerator,
+                "accelerator": self.accelerator, "is_reference": self.is_reference,
                 "accelerator_short": self.accelerator_short, "verdict": self.verdict,
                 "vs_user": ({"value": r.value, "ci95": [r.ci_low, r.ci_high],
                              "samples": "independent"} if r else None)}
@@ -130,9 +131,13 @@ def where_to_train(machines: list[MachineFacts]) -> list[MachineAnswer]:
     ref = next((r for r in done if r.facts.is_user), done[0] if done else None)
     out = []
     for r in done:
+        # The reference itself gets no ratio: resampling one sample against itself
+        # would print a CI around 1x that measures nothing.
         ratio = (ratio_of_medians(ref.epoch_samples, r.epoch_samples)
-                 if ref is not None and ref.epoch_samples and r.epoch_samples else None)
-        out.append(MachineAnswer(**{**r.__dict__, "vs_user": ratio}))
+                 if ref is not None and r is not ref and ref.epoch_samples
+                 and r.epoch_samples else None)
+        out.append(MachineAnswer(**{**r.__dict__, "vs_user": ratio,
+                                    "is_reference": r is ref}))
     return out + rest
 
 

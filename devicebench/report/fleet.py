@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from devicebench.fleet.answer import INDEPENDENT_NOTE, MachineAnswer, reference_name
@@ -21,6 +22,8 @@ def _ci(value: float | None, ci: tuple[float, float] | None) -> str:
 
 def _vs(a: MachineAnswer) -> str:
     r = a.vs_user
+    if a.is_reference:
+        return "1x (reference)"
     if r is None:
         return "-"
     return f"{fmt_ratio(r.value)} [{fmt_ratio(r.ci_low)}–{fmt_ratio(r.ci_high)}]"
@@ -73,7 +76,7 @@ def render_fleet_advice(fleet: Any, console=None) -> None:
     for col in COLUMNS:
         table.add_column(col, overflow="fold")
     for row in answer_rows(answers):
-        table.add_row(*row)
+        table.add_row(*map(escape, row))
     con.print(table)
     ref = reference_name(answers)
     if ref:
@@ -120,10 +123,11 @@ def render_fleet_doctor(reports: list[Any], console=None) -> None:
     for r in ok:
         errors = sum(f.severity == "error" for f in r.findings)
         warnings = sum(f.severity == "warning" for f in r.findings)
-        table.add_row(r.label, f"{r.node.ip} [{r.node.short_id}]" +
-                      (" (yours)" if r.node.is_driver else ""), ", ".join(r.node.devices),
-                      *[_framework_cell(r.snapshot, n) for n in names],
-                      f"{errors} errors, {warnings} warnings")
+        cells = [r.label, f"{r.node.ip} [{r.node.short_id}]" +
+                 (" (yours)" if r.node.is_driver else ""), ", ".join(r.node.devices),
+                 *[_framework_cell(r.snapshot, n) for n in names],
+                 f"{errors} errors, {warnings} warnings"]
+        table.add_row(*map(escape, cells))
     con.print(table)
     for r in ok:
         shown = [f for f in r.findings if f.severity in ("error", "warning")]
