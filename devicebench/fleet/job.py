@@ -4,10 +4,11 @@ results store under each node's own machine fingerprint and snapshot."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,8 @@ class MachineRun:
     reason: str = ""
     advice: Any = None  # devicebench.advisor.advice.AdviceResult
     trials: list[Any] = field(default_factory=list)  # TrialResult, as they arrived
+    shipped_as: str = ""  # the workload's reference on the node, when files were shipped
+    summary: dict[str, Any] | None = None  # the advice as stored (the user's reference)
 
 
 @dataclass
@@ -179,7 +182,7 @@ class FleetAdvice:
 
         return where_to_train([MachineFacts(
             m.report.name, m.report.label, m.report.fingerprint, m.status, m.reason,
-            m.report.node.is_driver, m.advice.to_dict() if m.advice else None, m.trials)
+            m.report.node.is_driver, m.summary, m.trials)
             for m in self.machines])
 
 
@@ -188,6 +191,23 @@ def _fleet_options(fleet_id: str, rep: NodeReport, status: str = "running",
     return {"id": fleet_id, "node": rep.name, "node_id": rep.node.node_id,
             "ip": rep.node.ip, "devices": rep.node.devices, "replayed": rep.replayed,
             "user_machine": rep.node.is_driver, "status": status, "reason": reason}
+
+
+def _as_sent(result, shipped_as: str, workload: str):
+    """A trial of a shipped workload under the reference the user gave (not the node's
+    temporary copy, gone once the task ends)."""
+    if not shipped_as or result.spec.workload != shipped_as:
+        return result
+    return replace(result, spec=result.spec.with_(workload=workload))
+
+
+def _summary_as_sent(advice, shipped_as: str, workload: str) -> dict[str, Any]:
+    d = advice.to_dict()
+    if not shipped_as:
+        return d
+    text = json.dumps(d, default=str).replace(json.dumps(shipped_as)[1:-1],
+                                              json.dumps(workload)[1:-1])
+    return json.loads(text)
 
 
 def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
@@ -273,7 +293,10 @@ def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
                                           ray.exceptions.WorkerCrashedError)
                         close(m, "lost" if died else "failed", failure_line(exc))
                         continue
-                    if kind == "trial":
+                    if kind == "shipped":
+                        m.shipped_as = value
+                    elif kind == "trial":
+                        value = _as_sent(value, m.shipped_as, workload)
                         store.add_trial(m.run_id, value)
                         m.trials.append(value)
                         if on_event:
@@ -282,7 +305,8 @@ def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
                         on_event("event", m, value)
                     elif kind == "advice":
                         m.advice = value
-                        close(m, "ok", summary=value.to_dict())
+                        m.summary = _summary_as_sent(value, m.shipped_as, workload)
+                        close(m, "ok", summary=m.summary)
                     elif kind == "error":
                         close(m, "failed", m.report.line(value[0]))
                     pending.append(g)

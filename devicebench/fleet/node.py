@@ -67,6 +67,8 @@ def _advise(request: dict[str, Any], put) -> None:
     workload = request["workload"]
     with tempfile.TemporaryDirectory(prefix="devicebench-fleet-") as tmp:
         ref = unpack_workload(workload, request.get("files", {}), Path(tmp))
+        if ref != workload:
+            put(("shipped", ref))  # where the user's files landed on this node
         if prof is not None:
             if ref not in prof.workloads:
                 raise InputError(f"this node replays the {prof.name} profile, which has no "

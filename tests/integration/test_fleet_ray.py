@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -177,21 +178,35 @@ def test_the_store_holds_three_machines_and_reads_back(first, tmp_path):
 
 
 def test_ctrl_c_cancels_the_fleet_and_keeps_what_finished(first, cluster, tmp_path):
+    """A user's workload file travels to the nodes in the task's arguments: node-a loads
+    it from its own copy and starts measuring; the H200 node, a replayed profile, has no
+    such workload (one line); Ctrl-C as node-a sets its first trial up (the file loaded
+    there already) cancels it."""
     db = tmp_path / "cut.db"
+    mine = tmp_path / "user" / "my_workloads.py"
+    mine.parent.mkdir()
+    mine.write_text(Path(__file__).parents[1].joinpath("fixtures", "workloads.py").read_text())
+    ref = f"{mine}:tiny"
+    shipped: list[str] = []
 
     def event(kind, m, value) -> None:
-        if m.report.name == "node-a" and kind == "event" and value[0] == "round":
+        if m.report.name == "node-a" and kind == "event" and value[0] == "setup":
+            shipped.append(m.shipped_as)
             raise KeyboardInterrupt
 
-    fleet = fleet_advise("seed-rnn", budget=BUDGET, address=cluster.address, db=db,
-                         on_event=event)
+    fleet = fleet_advise(ref, budget=BUDGET, address=cluster.address, db=db, on_event=event)
     assert fleet.interrupted
-    a = _by_name(fleet)["node-a"]
+    a, h200 = _by_name(fleet)["node-a"], _by_name(fleet)["h200"]
     assert a.status == "cancelled"
+    assert shipped and shipped[0] != ref and shipped[0].endswith("my_workloads.py:tiny")
+    assert h200.status == "failed" and "replays the h200 profile" in h200.reason
     with sqlite3.connect(db) as c:
         stored = dict(c.execute("SELECT run_id, count(*) FROM trials GROUP BY run_id"))
+        workloads = {json.loads(o).get("workload") for (o,) in
+                     c.execute("SELECT options FROM runs")}
     for m in fleet.machines:
         assert stored.get(m.run_id, 0) == len(m.trials)
+    assert workloads == {ref}
 
 
 def test_fleet_doctor_one_row_per_node_and_one_line_per_problem(first, cluster):
