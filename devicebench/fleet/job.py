@@ -246,7 +246,7 @@ def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
     if not runnable:
         raise InputError("no node of the cluster can run this advise" +
                          (": " + "; ".join(notes) if notes else ""),
-                         fix="see the lines above for each node")
+                         fix="install what each node lacks there, or name others with --node")
     fleet_id = uuid.uuid4().hex[:12]
     request = ray.put({"workload": template, "files": files, "budget": budget,
                        "baseline": baseline, "epochs": epochs,
