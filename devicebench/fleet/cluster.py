@@ -101,8 +101,10 @@ def live_nodes(ray) -> list[FleetNode]:
 def on_node(ray, fn, node: FleetNode, *, hold_devices: bool = False, **options: Any):
     """``fn`` as a Ray task pinned to ``node`` (never retried elsewhere: a result must be
     that node's). ``hold_devices``: the task holds each device resource the node
-    advertises, so no other fleet job measures on them meanwhile, and all its GPUs (Ray
-    hides GPUs from a task that asks for none)."""
+    advertises, so no other fleet job measures on them meanwhile, and all its Ray GPUs
+    (older Ray set ``CUDA_VISIBLE_DEVICES=""`` for a task asking for none; Ray 2.60 reads
+    ``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO``, off by default, in
+    ``ray/_private/utils.py:set_visible_accelerator_ids``)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     resources: dict[str, float] = {}
