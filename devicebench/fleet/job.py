@@ -105,10 +105,9 @@ def choose_nodes(reports: list[NodeReport], names: list[str] | None
     Raises:
         InputError: a name that matches no node.
     """
-    notes = [r.problem for r in reports if r.problem]
     usable = [r for r in reports if not r.problem]
-    if names:
-        chosen = []
+    if names:  # only the named nodes' problems concern the user
+        chosen, notes = [], []
         for name in names:
             hit = [r for r in reports if name in (r.name, r.node.ip)
                    or r.node.node_id.startswith(name)]
@@ -117,7 +116,9 @@ def choose_nodes(reports: list[NodeReport], names: list[str] | None
                 raise InputError(f"no node {name!r} in the cluster",
                                  fix=f"name one of: {known}")
             chosen += [r for r in hit if not r.problem and r not in chosen]
+            notes += [r.problem for r in hit if r.problem and r.problem not in notes]
         return chosen, notes
+    notes = [r.problem for r in reports if r.problem]
     first: dict[str, NodeReport] = {}
     for r in usable:
         first.setdefault(r.fingerprint, r)

@@ -217,3 +217,18 @@ def test_fleet_doctor_one_row_per_node_and_one_line_per_problem(first, cluster):
     assert by["node-a"].snapshot.frameworks["jax"].status == "ok"
     problems = [r.problem for r in reports if r.problem]
     assert any("devicebench is not installed there" in p for p in problems)
+
+
+def test_fleet_advise_cli_on_a_named_node_as_json(first, cluster, tmp_path):
+    db = tmp_path / "cli.db"
+    res = run_cli("fleet", "advise", "seed-rnn", "--node", "h200", "--budget", "20",
+                  "--json", "--address", cluster.address, "--db", str(db), timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert [m["node"] for m in out["machines"]] == ["h200"] and not out["left_out"]
+    (h200,) = out["machines"]
+    assert h200["status"] == "ok" and h200["best"] and h200["vs_user"] is None
+    old = run_cli("fleet", "advise", "seed-rnn", "--node", "old", "--address",
+                  cluster.address, "--db", str(db), timeout=180)
+    assert old.returncode == 2 and "runs devicebench 0.0.1" in old.stderr
+    assert "Traceback" not in old.stderr
