@@ -33,9 +33,11 @@ def workload_facts(workload: str) -> dict[str, Any]:
 
 def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batch_change: bool,
                db: Path | None, snapshot=None, equivalence_steps: int = 50,
-               epochs: int | None = None, on_event=None) -> AdviceResult:
+               epochs: int | None = None, on_event=None, on_result=None) -> AdviceResult:
     """Validate, advise on this machine, store: what ``devicebench advise``, the main job
-    and :func:`devicebench.advise` do. ``on_event(kind, spec, info)`` reports progress.
+    and :func:`devicebench.advise` do. ``on_event(kind, spec, info)`` reports progress;
+    ``on_result(result)`` sees each trial once it is stored (``fleet advise`` streams
+    them to the user's machine).
 
     Raises:
         devicebench.errors.DevicebenchError: bad input (an unknown workload, a baseline
@@ -77,7 +79,9 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
             allow_batch_change=allow_batch_change, equivalence_steps=equivalence_steps,
             **workload_facts(workload), epochs=epochs, figures=every.get(spec.device),
             device_figures=every, baseline_reason=why,
-            on_result=lambda r: rec.store.add_trial(rec.run_id, r), on_event=on_event)
+            on_result=lambda r: (rec.store.add_trial(rec.run_id, r),
+                                 on_result(r) if on_result else None),
+            on_event=on_event)
         rec.summary = advice.to_dict()
     return advice
 

@@ -87,6 +87,7 @@ def _root(
 
 from devicebench.cli import advise as _advise  # noqa: E402,F401
 from devicebench.cli import doctor as _doctor  # noqa: E402,F401  (registers commands)
+from devicebench.cli import fleet as _fleet  # noqa: E402,F401
 from devicebench.cli import history as _history  # noqa: E402,F401
 from devicebench.cli import monitor as _monitor  # noqa: E402,F401
 from devicebench.cli import ops as _ops  # noqa: E402,F401

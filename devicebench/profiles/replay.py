@@ -203,8 +203,8 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
                   equivalence_steps: int = 20, on_result=None):
     """Run the unchanged advisor on ``profile``'s recorded ``workload``: its snapshot,
     device figures and trials, on a virtual clock that advances by what each step cost
-    there. The baseline defaults to what the main job would pick on that machine.
-    ``on_result`` receives each trial result as the advise job's store does.
+    there. The baseline defaults to what the main job would pick on that machine;
+    ``on_result(result)`` sees each replayed trial as advise's own callback does.
 
     Returns:
         (the :class:`devicebench.advisor.advice.AdviceResult`, seconds the advisor

@@ -26,6 +26,7 @@ LAYERS = (
     "keras",  # the training monitor (stores its blocks)
     "advisor",  # the advise job: search, budget, verdict, explanations
     "profiles",  # recorded machines and their replay through the advisor
+    "fleet",  # the same jobs on every node of a Ray cluster
     "report",  # renderers
     "api",  # the public library calls
     "cli", "__main__", "__init__",
