@@ -179,3 +179,28 @@ def test_a_candidates_precision_applies_to_the_captured_model(tmp_path: Path) ->
                          capture_output=True, text=True, timeout=120, check=True)
     lines = out.stdout.strip().splitlines()[-2:]
     assert lines == ["mixed_bfloat16 bfloat16 True", "float32 float32 True"], out.stdout
+
+
+@requires_jax
+def test_a_saved_model_workload_takes_the_trials_precision_too(tmp_path: Path) -> None:
+    """`advise model.keras`: a mixed_bfloat16 trial of a model saved in float32 computes
+    in bfloat16 (it did not: its layers kept the saved float32 policy)."""
+    import subprocess
+
+    from tests.conftest import save_keras_model
+
+    path = tmp_path / "m.keras"
+    save_keras_model(path, "keras.Input((4,)), keras.layers.Dense(3)", "mse", "'sgd'")
+    probe = (
+        "import keras\n"
+        "from devicebench.workloads.saved import keras_file_workload\n"
+        f"w = keras_file_workload({str(path)!r})\n"
+        "ref = w.build_model(keras).get_weights()\n"
+        "keras.config.set_dtype_policy('mixed_bfloat16')\n"
+        "m = w.build_model(keras)\n"
+        "print(m.layers[0].compute_dtype, all((a == b).all() for a, b in "
+        "zip(ref, m.get_weights())))\n")
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "bfloat16 True", out.stdout
