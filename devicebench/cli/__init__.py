@@ -24,7 +24,8 @@ app = typer.Typer(
     help=(
         "Is my accelerator actually speeding up my training, why or why not, and what is "
         "the fastest way to train my model on this machine?  Without a command: the main "
-        "job (a doctor summary, then advise on the built-in seed-rnn and mnist-cnn)."
+        "job (a doctor summary, then advise on the built-in seed-rnn and mnist-cnn); "
+        "`devicebench train.py`: the same on your own script."
     ),
     invoke_without_command=True,
     add_completion=False,

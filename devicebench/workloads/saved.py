@@ -127,7 +127,16 @@ def keras_file_workload(ref: str) -> Workload:
     loss, opt_config = cc["loss"], cc["optimizer"]
 
     def build_model(keras: Any) -> Any:
-        return keras.saving.load_model(model_path, compile=False)
+        model = keras.saving.load_model(model_path, compile=False)
+        if keras.config.dtype_policy().name == "float32":
+            return model
+        # The saved layers carry the policy they were built with (float32): rebuilt from
+        # the config without it, a mixed-precision trial computes in its own policy.
+        from devicebench.workloads.script_workload import _strip_dtypes
+
+        rebuilt = keras.models.model_from_json(json.dumps(_strip_dtypes(config)))
+        rebuilt.set_weights(model.get_weights())
+        return rebuilt
 
     arrays = _load_arrays(data_path) if data_path is not None else {}
 

@@ -109,7 +109,7 @@ def captured_workload(workload_py: str) -> Workload:
     note = f"the data your script passes to fit() ({len(arrays['x'])} samples)"
     if info.get("source") and info["source"] != "arrays":
         note = (f"{info.get('batches')} batches materialised from your {info['source']} "
-                "(the input pipeline itself is not timed)")
+                "(your pipeline is timed apart, at capture)")
 
     def make_data(seed: int) -> TrainData:
         return TrainData(arrays["x"], arrays["y"], validation=validation, note=note)

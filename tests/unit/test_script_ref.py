@@ -68,7 +68,8 @@ def test_a_generator_is_materialised_to_a_bounded_sample_and_said_so() -> None:
     assert a["x"].shape == (32, 3) and a["y"].shape == (32,)
     assert (info["source"], info["batch_size"], info["batches"]) == ("generator", 8, 4)
     assert "4 batches of 8 (of an unknown number)" in info["notes"][0]
-    assert "not what is timed" in info["notes"][0]
+    assert "not part of the step times" in info["notes"][0]
+    assert info["pipeline_seconds_per_batch"] > 0  # the generator itself, timed
     endless = cw._data({"x": batches()})
     assert endless["batches"] == cw.MAX_BATCHES
 
