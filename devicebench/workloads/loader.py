@@ -27,6 +27,44 @@ def _split(ref: str) -> tuple[str, str]:
     return target, func
 
 
+def _bound_names(target: ast.expr) -> set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Tuple | ast.List):
+        return {n for elt in target.elts for n in _bound_names(elt)}
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return set()
+
+
+def _top_level_names(body: list[ast.stmt]) -> tuple[set[str], bool]:
+    """The names a module binds at its top level (functions, classes, assignments,
+    ``w = lambda: ...``, imports, those inside top-level ``if``/``try``/``with``), and
+    whether a ``from x import *`` makes the set open-ended."""
+    names: set[str] = set()
+    star = False
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {n for t in node.targets for n in _bound_names(t)}
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            names |= _bound_names(node.target)
+        elif isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            star = star or any(a.name == "*" for a in node.names)
+            names |= {a.asname or a.name for a in node.names if a.name != "*"}
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            if isinstance(node, ast.If | ast.Try | ast.With | ast.ExceptHandler) \
+                    and hasattr(node, block):
+                inner = getattr(node, block)
+                sub, sub_star = _top_level_names(inner)
+                names |= sub
+                star = star or sub_star
+    return names, star
+
+
 def is_builtin(ref: str) -> bool:
     from devicebench.workloads import BUILTIN_WORKLOADS
 
@@ -44,6 +82,14 @@ def validate_workload_ref(ref: str) -> None:
         get_workload(ref)  # raises SpecError listing the built-in names
         return
     target, func = _split(ref)
+    try:
+        Path(target).stat()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a 5,000-character name (ENAMETOOLONG), a loop, no access
+        raise SpecError(f"workload file {target[:80]}{'...' if len(target) > 80 else ''} "
+                        f"cannot be read: {exc.strerror or exc}",
+                        fix="pass a shorter, readable path: path/to/file.py:function") from None
     if not target.endswith(".py") and Path(target).is_file():
         raise SpecError(f"workload file {target} is not a Python file",
                         fix="point at a .py file: path/to/file.py:function "
@@ -55,13 +101,14 @@ def validate_workload_ref(ref: str) -> None:
             raise SpecError(f"workload file {what}: {path}", fix="check the path")
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (SyntaxError, UnicodeDecodeError) as exc:
+        except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
             raise SpecError(f"workload file {path} does not parse: {exc}",
                             fix="fix the syntax error") from None
-        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.Assign)}
-        names |= {t.id for n in tree.body if isinstance(n, ast.Assign)
-                  for t in n.targets if isinstance(t, ast.Name)}
-        if func not in names:
+        except OSError as exc:
+            raise SpecError(f"workload file {path} cannot be read: {exc.strerror or exc}",
+                            fix="check the file's permissions") from None
+        names, star = _top_level_names(tree.body)
+        if func not in names and not star:
             raise SpecError(f"no function {func!r} in {path}",
                             fix=f"define `def {func}(): return Workload(...)` in it")
     elif importlib.util.find_spec(target.split(".")[0]) is None:
@@ -84,6 +131,10 @@ def load_workload(ref: str) -> Workload:
             raise SpecError(f"cannot load workload file {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
+        # As `python file.py` does: the file's own directory first on sys.path, so a
+        # sibling `from common import ...` resolves.
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
         spec.loader.exec_module(module)
     else:
         module = importlib.import_module(target)

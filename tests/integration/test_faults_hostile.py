@@ -1,0 +1,38 @@
+"""The fault suite, round two (issue 27): hostile input and injected faults, end to end
+with real worker processes and real SQLite files; numbered as the issue's items. The
+pure parts are in tests/unit/test_hostile_input.py."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import assert_one_line_error, requires_jax, run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+W = str(ROOT / "tests" / "fixtures" / "workloads.py")
+ONE = ["--backend", "jax", "--rounds", "1", "--budget", "5", "--equivalence-steps", "2"]
+
+
+def _statuses(db: Path) -> list[str]:
+    con = sqlite3.connect(db)
+    try:
+        return [json.loads(r)["status"] for (r,) in con.execute("SELECT result FROM trials")]
+    finally:
+        con.close()
+
+
+# -- 1 and 12: a realistic workload file (constants, a lambda, a sibling import) --------
+
+@requires_jax
+def test_a_realistic_workload_file_runs(tmp_path):
+    ref = str(ROOT / "tests" / "fixtures" / "user_dir" / "realistic.py") + ":workload"
+    res = run_cli("run", ref, *ONE, "--db", str(tmp_path / "r.db"),
+                  env={"PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert _statuses(tmp_path / "r.db") == ["ok"]
+
+
+def test_a_too_long_workload_path_is_one_line():
+    assert_one_line_error(run_cli("run", "a" * 5000 + ".py:w"), "File name too long", "fix:")
