@@ -152,11 +152,15 @@ class RunOutcome:
             interleaved group, then any reused by ``resume`` (shown as stored, never
             paired with the new ones).
         notes: skipped backends or precisions, reused results.
+        store_problems: results the database would not take (disk full, locked past
+            the retries), one line each: kept in a side file the next open imports, or
+            only here when even that failed.
     """
 
     run_id: int
     rows: list[ComparisonRow]
     notes: list[str] = field(default_factory=list)
+    store_problems: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[TrialResult]:
@@ -165,6 +169,7 @@ class RunOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": 1, "run_id": self.run_id, "notes": self.notes,
+                "store_problems": self.store_problems,
                 "results": [r.to_dict() for r in self.rows]}
 
 
@@ -266,7 +271,7 @@ def run(
             try:
                 results += run_workload_group(
                     todo, options, on_event=bar.event if bar else None,
-                    on_result=lambda r: store.add_trial(run_id, r), run_id=run_id,
+                    on_result=rec.keep_trial, run_id=run_id,
                     loss_check=loss_check)
             finally:
                 if bar:
@@ -274,7 +279,7 @@ def run(
     # Only trials measured together in this run are compared (their rounds interleaved);
     # stored ones are shown as they were stored, apart.
     rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
-    return RunOutcome(run_id, rows, notes)
+    return RunOutcome(run_id, rows, notes, list(rec.problems))
 
 
 @dataclass(frozen=True)

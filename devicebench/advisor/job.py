@@ -76,8 +76,9 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
             allow_batch_change=allow_batch_change, equivalence_steps=equivalence_steps,
             **workload_facts(workload), epochs=epochs, figures=every.get(spec.device),
             device_figures=every, baseline_reason=why,
-            on_result=lambda r: rec.store.add_trial(rec.run_id, r), on_event=on_event)
+            on_result=rec.keep_trial, on_event=on_event)
         rec.summary = advice.to_dict()
+    advice.notes.extend(rec.problems)  # results the store would not take: kept aside
     return advice
 
 

@@ -107,8 +107,13 @@ def run(
 
         render_comparison(outcome.rows, notes=outcome.notes)
     # Exit status: 0 every trial ok, 1 any trial not ok (said on stderr with the count;
-    # the others' results stand), 2 bad input before any trial, 130 interrupted.
+    # the others' results stand) or a result the store would not take (kept aside), 2 bad
+    # input before any trial, 130 interrupted.
+    for line in outcome.store_problems:  # measured, shown above, not (yet) in the store
+        print(f"devicebench: {line}", file=sys.stderr)
     failed = [r.status for r in outcome.failed]
+    if outcome.store_problems and not failed:
+        raise typer.Exit(1)
     if failed:
         counts = ", ".join(f"{s} {failed.count(s)}" for s in dict.fromkeys(failed))
         print(f"devicebench: {len(failed)} of {len(outcome.rows)} trials did not end ok "

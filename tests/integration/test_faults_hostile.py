@@ -36,3 +36,37 @@ def test_a_realistic_workload_file_runs(tmp_path):
 
 def test_a_too_long_workload_path_is_one_line():
     assert_one_line_error(run_cli("run", "a" * 5000 + ".py:w"), "File name too long", "fix:")
+
+
+# -- 2. the store locked at commit time: the result is returned, set aside, imported ----
+
+@requires_jax
+def test_a_store_locked_at_commit_time_loses_nothing(tmp_path, monkeypatch):
+    import devicebench
+    from devicebench.store import ResultStore, db, pending
+
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr(pending, "RETRY_DELAYS_S", (0.05, 0.1))
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    class LockWhenMeasuringStarts:  # the progress seam: called after the run is started
+        def __init__(self, n, options):
+            holder.execute("BEGIN EXCLUSIVE")
+
+        def event(self, kind, spec, info):
+            pass
+
+        def stop(self):
+            pass
+
+    outcome = devicebench.run(["mlp"], backends=["jax"], rounds=1, budget=5,
+                              equivalence_steps=2, db=path, progress=LockWhenMeasuringStarts)
+    assert [r.result.status for r in outcome.rows] == ["ok"]  # measured and returned
+    assert outcome.store_problems and "locked.db.pending.jsonl" in outcome.store_problems[0]
+    holder.execute("ROLLBACK")
+    holder.close()
+    with ResultStore.open(path) as store:
+        stored = store.trials_for_run(outcome.run_id)
+    assert [t.block_seconds for t in stored] == [outcome.rows[0].result.block_seconds]
+    assert not pending.pending_path(path).exists()

@@ -4,6 +4,8 @@ tests/integration/test_faults_hostile.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from devicebench.errors import SpecError
@@ -43,3 +45,55 @@ def test_a_too_long_workload_path_is_one_spec_error():
     with pytest.raises(SpecError, match="cannot be read: File name too long") as info:
         validate_workload_ref("a" * 5000 + ".py:w")
     assert len(info.value.message) < 300
+
+
+# -- 2. a store failure at commit time keeps what was measured --------------------------
+
+def _result(label_workload: str = "seed-rnn"):
+    from devicebench.trials.result import TrialResult
+    from devicebench.trials.spec import TrialSpec
+
+    return TrialResult(spec=TrialSpec(label_workload, backend="jax"), status="ok",
+                       block_seconds=(0.5, 0.25), block_rounds=(0, 1), steps_per_block=10)
+
+
+def test_a_locked_store_sets_the_trial_aside_and_the_next_open_imports_it(tmp_path,
+                                                                          monkeypatch):
+    import sqlite3
+
+    from devicebench.env.snapshot import EnvSnapshot
+    from devicebench.store import ResultStore, db, pending, recorded_run
+
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(pending, "RETRY_DELAYS_S", (0.01, 0.02))
+    path = tmp_path / "r.db"
+    holder = None
+    with recorded_run(path, EnvSnapshot(), "run", {}) as rec:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")  # another process keeps the write lock
+        rec.keep_trial(_result())  # no StoreError: set aside
+    assert len(rec.problems) == 2, rec.problems  # the trial, then the run's end
+    assert "is locked" in rec.problems[0] and "r.db.pending.jsonl" in rec.problems[0]
+    side = pending.pending_path(path)
+    assert [json.loads(ln)["kind"] for ln in side.read_text().splitlines()] == \
+        ["trial", "finish"]
+    holder.execute("ROLLBACK")
+    holder.close()
+    with ResultStore.open(path) as store:  # the next open imports the side file
+        trials = store.trials_for_run(rec.run_id)
+        assert [tuple(t.block_seconds) for t in trials] == [(0.5, 0.25)]
+        assert store.runs()[0].finished_at is not None
+    assert not side.exists()
+
+
+def test_a_full_disk_is_said_to_be_full(tmp_path, monkeypatch):
+    import sqlite3
+
+    from devicebench.store import db
+
+    monkeypatch.setattr(db, "_disk_full", lambda path: True)
+    exc = db._error(sqlite3.OperationalError("disk I/O error"), str(tmp_path / "x.db"),
+                    "opening")
+    assert "the disk is full" in exc.message and "permissions" not in exc.message
+    full = db._error(sqlite3.OperationalError("database or disk is full"), "x.db", "adding")
+    assert "the disk is full" in full.message
