@@ -70,3 +70,19 @@ def test_a_store_locked_at_commit_time_loses_nothing(tmp_path, monkeypatch):
         stored = store.trials_for_run(outcome.run_id)
     assert [t.block_seconds for t in stored] == [outcome.rows[0].result.block_seconds]
     assert not pending.pending_path(path).exists()
+
+
+# -- 3. a bad bundle is refused whole; the store stays readable --------------------------
+
+def test_a_bundle_with_a_negative_block_is_refused_and_report_still_works(tmp_path):
+    bundle = json.loads((ROOT / "tests" / "fixtures" / "bundles" / "h200.json").read_text())
+    bundle["runs"][-1]["trials"][0]["block_seconds"] = [-5.0]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bundle))
+    db = ["--db", str(tmp_path / "b.db")]
+    assert_one_line_error(run_cli("import", str(path), *db),
+                          "bad.json: run 2, trial 1: block_seconds[0] must be positive")
+    good = run_cli("import", str(ROOT / "tests" / "fixtures" / "bundles" / "h200.json"), *db)
+    assert good.returncode == 0, good.stderr
+    res = run_cli("report", *db)  # the default --last: no ValueError from a poisoned row
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]

@@ -5,6 +5,8 @@ tests/integration/test_faults_hostile.py."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +99,69 @@ def test_a_full_disk_is_said_to_be_full(tmp_path, monkeypatch):
     assert "the disk is full" in exc.message and "permissions" not in exc.message
     full = db._error(sqlite3.OperationalError("database or disk is full"), "x.db", "adding")
     assert "the disk is full" in full.message
+
+
+# -- 3. a bundle is checked, field by field, before anything is written -----------------
+
+BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "bundles" / "h200.json"
+
+
+def _trial_bundle() -> dict:
+    bundle = json.loads(BUNDLE.read_text())
+    entry = next(r for r in bundle["runs"] if r["trials"])
+    return {**bundle, "runs": [entry]}
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"block_seconds": [-5.0]}, "trial 1: block_seconds[0] must be positive, got -5.0"),
+    ({"block_seconds": [float("nan")]}, "block_seconds[0] is nan"),
+    ({"block_seconds": "fast"}, "block_seconds must be a list of numbers"),
+    ({"block_seconds": [], "block_rounds": []}, "block_seconds is empty for an ok trial"),
+    ({"status": "weird"}, "status is 'weird', not one of ok, error"),
+    ({"block_rounds": [-1]}, "block_rounds must be a list of non-negative integers"),
+    ({"batch_size": "32"}, "batch_size must be a non-negative integer"),
+    (None, "trial 1: must be an object, got None"),
+])
+def test_a_bad_trial_in_a_bundle_is_refused_and_nothing_is_written(change, needle):
+    from devicebench.errors import InputError
+    from devicebench.store import ResultStore
+    from devicebench.store.bundle import import_bundle
+
+    bundle = _trial_bundle()
+    entry = bundle["runs"][0]
+    entry["trials"] = [dict(entry["trials"][0], **change) if change else None,
+                       *entry["trials"][1:]]
+    with ResultStore.open(":memory:") as store:
+        with pytest.raises(InputError, match=re.escape(needle)) as info:
+            import_bundle(store, bundle, source="b.json")
+        assert "b.json: run 1" in info.value.message and "pass --db NEW.db" not in \
+            info.value.message
+        assert store.runs() == []  # nothing half-written
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"started_at": 12345}, "run 1: started_at must be an ISO time string, got 12345"),
+    ({"started_at": "yesterday"}, "started_at is not an ISO time"),
+    ({"trials": {"a": 1}}, "trials must be a list"),
+    ({"options": [1]}, "options must be an object"),
+    ({"command": None}, "command must be a command name"),
+])
+def test_a_bad_run_entry_in_a_bundle_names_its_field(change, needle):
+    from devicebench.errors import InputError
+    from devicebench.store import ResultStore
+    from devicebench.store.bundle import import_bundle
+
+    bundle = _trial_bundle()
+    bundle["runs"][0].update(change)
+    with ResultStore.open(":memory:") as store, \
+            pytest.raises(InputError, match=re.escape(needle)):
+        import_bundle(store, bundle)
+
+
+def test_a_good_bundle_still_imports_whole():
+    from devicebench.store import ResultStore
+    from devicebench.store.bundle import import_bundle
+
+    bundle = json.loads(BUNDLE.read_text())
+    with ResultStore.open(":memory:") as store:
+        assert len(import_bundle(store, bundle).added) == len(bundle["runs"])
