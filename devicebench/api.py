@@ -313,10 +313,10 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
             snapshot file that is not one.
     """
     from devicebench.env.checks import run_checks
-    from devicebench.env.script_check import inspect_script
+    from devicebench.env.script_check import inspect_script, read_script
 
-    if script is not None:
-        inspect_script(script, None)  # a bad script is bad input before the probe
+    # Read once (a pipe gives its text once): a bad script is bad input before the probe.
+    source = read_script(script) if script is not None else None
     if snapshot is not None:
         from devicebench.env.snapshot import load_snapshot
 
@@ -327,7 +327,7 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
         snap = probe_environment(frameworks, timeout=timeout, on_framework=on_framework,
                                  concurrent=concurrent)
     findings = run_checks(snap)
-    read = inspect_script(script, snap) if script is not None else None
+    read = inspect_script(source, snap) if source is not None else None
     if read is not None:
         findings = findings + read.findings
     return DoctorResult(snap, findings, read)

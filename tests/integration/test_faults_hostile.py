@@ -86,3 +86,19 @@ def test_a_bundle_with_a_negative_block_is_refused_and_report_still_works(tmp_pa
     assert good.returncode == 0, good.stderr
     res = run_cli("report", *db)  # the default --last: no ValueError from a poisoned row
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+# -- 4. doctor reads a piped script once -------------------------------------------------
+
+def test_doctor_on_stdin_reads_the_piped_script():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "devicebench", "doctor", "/dev/stdin",
+                           "--frameworks", "none", "--json"],
+                          input="import keras\nmodel.compile(run_eagerly=True)\n",
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["script"]["lines"] == 2 and out["script"]["findings"] == 1
+    assert "script.run-eagerly" in [f["id"] for f in out["findings"]]

@@ -165,3 +165,86 @@ def test_a_good_bundle_still_imports_whole():
     bundle = json.loads(BUNDLE.read_text())
     with ResultStore.open(":memory:") as store:
         assert len(import_bundle(store, bundle).added) == len(bundle["runs"])
+
+
+# -- 4, 21, 8, 9, 16: doctor SCRIPT reads once, boundedly ---------------------------------
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots" / \
+    "h200_jax_torch_cuda13.json"
+PITFALL = "import keras\nmodel.compile(run_eagerly=True)\n"
+
+
+def test_doctor_reads_a_pipe_once(tmp_path):
+    import os
+    import threading
+
+    import devicebench
+
+    fifo = tmp_path / "script.py"
+    os.mkfifo(fifo)
+
+    def write_once():
+        with open(fifo, "w") as fh:  # blocks until doctor opens it; then the pipe is spent
+            fh.write(PITFALL)
+
+    writer = threading.Thread(target=write_once, daemon=True)
+    writer.start()
+    result = devicebench.doctor(fifo, snapshot=SNAPSHOT)
+    writer.join(5)
+    assert result.script.lines == 2
+    assert [f.id for f in result.script.findings] == ["script.run-eagerly"]
+
+
+def test_a_fifo_with_no_writer_is_refused_after_a_bounded_wait(tmp_path, monkeypatch):
+    import os
+
+    from devicebench.env.script_check import read_script, source
+    from devicebench.errors import InputError
+
+    monkeypatch.setattr(source, "PIPE_WAIT_S", 0.3)
+    fifo = tmp_path / "nobody.py"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="a pipe that sent nothing in 0 s"):
+        read_script(fifo)
+
+
+def test_an_endless_device_is_read_only_up_to_the_bound():
+    from devicebench.env.script_check import read_script
+    from devicebench.errors import InputError
+
+    with pytest.raises(InputError, match="/dev/zero is over 64 MiB"):
+        read_script("/dev/zero")
+
+
+def test_one_pitfall_on_many_lines_is_listed_ten_times_with_the_count(tmp_path):
+    from devicebench.env.script_check import inspect_script
+
+    script = tmp_path / "gen.py"
+    script.write_text("import keras\n" + "model.compile(run_eagerly=True)\n" * 2000)
+    findings = inspect_script(script).findings
+    assert len(findings) == 10
+    assert "(and 1,990 more like it: " in findings[-1].observed
+    assert f"{script}:12, {script}:13, {script}:14, ...)" in findings[-1].observed
+
+
+def test_a_script_over_the_size_bound_is_refused(tmp_path, monkeypatch):
+    import devicebench.env.script_check as sc
+    from devicebench.errors import InputError
+
+    monkeypatch.setattr(sc, "MAX_SOURCE_CHARS", 1000)
+    script = tmp_path / "big.py"
+    script.write_text("x = 1\n" * 400)
+    with pytest.raises(InputError, match="over the 0 MB devicebench reads"):
+        sc.read_script(script)
+
+
+@pytest.mark.parametrize("src", [7, [1, 2], {"a": "b"}])
+def test_a_notebook_cell_whose_source_is_not_text_is_refused(tmp_path, src):
+    from devicebench.env.script_check import read_script
+    from devicebench.errors import InputError
+
+    nb = tmp_path / "n.ipynb"
+    nb.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# hi"},
+                                        {"cell_type": "code", "source": src}]}))
+    with pytest.raises(InputError, match="cell 2's source is"):
+        read_script(nb)
