@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.launch.child import PARENT_PID_VAR
-from devicebench.launch.process import exit_status, kill_group, tail
+from devicebench.launch.process import end_group, exit_status, kill_group, tail
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,8 @@ def run_worker(
                 # Ctrl-C in the parent: never leave an orphaned worker behind.
                 kill_group(proc)
                 raise
+            finally:
+                end_group(proc.pid)  # whatever the worker's user code started
         wall = time.perf_counter() - start
         result: dict[str, Any] | None = None
         if result_path.exists():

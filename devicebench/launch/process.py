@@ -60,3 +60,14 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
+
+
+def end_group(pgid: int) -> None:
+    """SIGKILL whatever is left in process group ``pgid`` once its leader (a worker) has
+    exited: processes a workload started (``subprocess.Popen(["sleep", "301"])``) end
+    with their trial, not at the machine's next reboot. A child that made its own
+    session (``start_new_session=True``) has left the group on purpose and is spared."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

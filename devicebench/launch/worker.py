@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from devicebench.launch.child import PARENT_PID_VAR
 from devicebench.launch.memory import MemoryWatch
-from devicebench.launch.process import exit_status, kill_group, tail
+from devicebench.launch.process import end_group, exit_status, kill_group, tail
 
 
 class WorkerFailure(Exception):
@@ -221,6 +221,7 @@ class WorkerProcess:
             self.memory.stop()
         if self.proc.poll() is None:
             kill_group(self.proc)
+        end_group(self.proc.pid)  # what the workload started, the leader gone
 
     def begin_close(self) -> None:
         """Ask the worker to exit (end of its commands) without waiting for it."""
@@ -238,6 +239,7 @@ class WorkerProcess:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+        end_group(self.proc.pid)  # every trial end, not only a timeout or Ctrl-C
         if self.memory is not None:
             self.memory.stop()
         os.close(self._res_fd)

@@ -102,3 +102,28 @@ def test_doctor_on_stdin_reads_the_piped_script():
     out = json.loads(proc.stdout)
     assert out["script"]["lines"] == 2 and out["script"]["findings"] == 1
     assert "script.run-eagerly" in [f["id"] for f in out["findings"]]
+
+
+# -- 5. a process the workload starts ends with its trial --------------------------------
+
+@requires_jax
+def test_a_process_the_workload_starts_ends_with_an_ok_trial(tmp_path):
+    import psutil
+
+    pidfile = tmp_path / "pids"
+    res = run_cli("run", f"{W}:spawns_sleeper", *ONE, "--db", str(tmp_path / "s.db"),
+                  env={"DEVICEBENCH_TEST_PIDFILE": str(pidfile)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert pids  # the build ran (in the trial's worker)
+    alive = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and "sleep" in proc.name():
+                alive.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    for proc in alive:  # never leave one behind, even when the test fails
+        proc.kill()
+    assert not alive, f"outlived their trial: {[p.pid for p in alive]}"
