@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -58,34 +57,6 @@ def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> 
     return f"{model_path}::{data_path}"
 
 
-MIN_ADVISE_BUDGET_S = 10.0  # as `devicebench advise --budget`
-
-
-def _check_advise_args(budget: Any, baseline: Any, allow_batch_change: Any, db: Any,
-                       data: Any) -> float:
-    """The CLI's rules for advise's arguments; InputError (never a TypeError from deep
-    inside) for anything else. Returns the budget as a float."""
-    if isinstance(budget, bool) or not isinstance(budget, int | float):
-        raise InputError(f"budget must be a number of seconds, got {budget!r}",
-                         fix="e.g. devicebench.advise('seed-rnn', budget=60)")
-    if not math.isfinite(budget) or budget < MIN_ADVISE_BUDGET_S:
-        raise InputError(f"budget must be at least {MIN_ADVISE_BUDGET_S:.0f} s, got {budget}",
-                         why="a search needs time for each candidate's import and set-up",
-                         fix="e.g. budget=60")
-    if baseline is not None and not isinstance(baseline, str):
-        raise InputError(f"baseline must be a string, got {type(baseline).__name__}",
-                         fix="e.g. baseline='backend=tensorflow,device=cpu'")
-    if not isinstance(allow_batch_change, bool):
-        raise InputError(f"allow_batch_change must be True or False, got {allow_batch_change!r}")
-    if db is not None and not isinstance(db, str | Path):
-        raise InputError(f"db must be a path, got {type(db).__name__}",
-                         fix="e.g. db='results.db'")
-    if data is not None and (not isinstance(data, tuple | list) or len(data) != 2):
-        raise InputError(f"data must be a pair (x, y), got {type(data).__name__}",
-                         fix="pass data=(x_train, y_train)")
-    return float(budget)
-
-
 def advise(
     workload_or_model: Any,
     data: tuple[Any, Any] | None = None,
@@ -127,8 +98,9 @@ def advise(
     """
     from devicebench.advisor.job import run_advice
     from devicebench.report.advise import AdviseSpinner
+    from devicebench.validate import check_advise_request
 
-    budget = _check_advise_args(budget, baseline, allow_batch_change, db, data)
+    budget = check_advise_request(budget, baseline, allow_batch_change, db, data, epochs)
     with tempfile.TemporaryDirectory(prefix="devicebench-advise-") as tmp:
         ref = _as_ref(workload_or_model, data, Path(tmp))
         bar = AdviseSpinner(str(workload_or_model)) if progress else None
@@ -228,9 +200,18 @@ def run(
     from devicebench.trials.epochs import fit_estimate
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.summary import compare
+    from devicebench.validate import check_run_request
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
-    names = list(workloads or ["seed-rnn"])
+    req = check_run_request(dict(  # every argument, before anything starts
+        workloads=workloads, backends=backends, devices=devices, precisions=precisions,
+        jits=jits, batch_sizes=batch_sizes, pipelines=pipelines, threads=threads,
+        steps_per_execution=steps_per_execution, seed=seed, rounds=rounds, budget=budget,
+        equivalence_steps=equivalence_steps, timeout=timeout,
+        memory_limit_mib=memory_limit_mib, resume=resume, db=db, argv=argv))
+    names, backends, devices = req["workloads"], req["backends"], req["devices"]
+    precisions, jits, pipelines = req["precisions"], req["jits"], req["pipelines"]
+    batch_sizes, threads = req["batch_sizes"], req["threads"]
     for name in names:
         validate_workload_ref(name)
     snapshot = probe_host_layer()
@@ -248,7 +229,8 @@ def run(
         memory_limit_bytes=memory_limit_mib * 2**20 if memory_limit_mib else None)
     results: list[TrialResult] = []
     stored: list[TrialResult] = []  # reused by resume: never paired with new ones
-    notes = list(plan.notes)
+    notes = list(plan.notes) + [f"{n} was named more than once: measured once"
+                                for n in req["repeated"]]
     with recorded_run(Path(db) if db else None, snapshot, "run",
                       {"argv": argv if argv is not None else []}) as rec:
         store, machine, run_id = rec.store, rec.machine_id, rec.run_id
@@ -314,7 +296,9 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
     """
     from devicebench.env.checks import run_checks
     from devicebench.env.script_check import inspect_script, read_script
+    from devicebench.validate import check_doctor_request
 
+    check_doctor_request(script, frameworks, timeout, snapshot, concurrent)
     # Read once (a pipe gives its text once): a bad script is bad input before the probe.
     source = read_script(script) if script is not None else None
     if snapshot is not None:

@@ -45,8 +45,10 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.store import recorded_run
     from devicebench.store.ops import latest_ops_run
     from devicebench.trials.plan import installed_backends, validate_spec
+    from devicebench.validate import check_advise_request
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
+    check_advise_request(budget, baseline, allow_batch_change, db, None, epochs)
     validate_workload_ref(workload)
     snapshot = snapshot or probe_host_layer()
     if not installed_backends(snapshot):

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from devicebench.cli import app, user_errors
+from devicebench.validate import LIMITS
 
 DB_HELP = "SQLite results file (default: the user data directory)."
 
@@ -16,7 +17,8 @@ DB_HELP = "SQLite results file (default: the user data directory)."
 @app.command("history", help="List the runs in the results store, newest first.")
 @user_errors
 def history(
-    limit: int = typer.Option(50, "--limit", min=1, help="Show at most N runs."),
+    limit: int = typer.Option(50, "--limit", min=LIMITS["history_limit"].lo,
+                              max=LIMITS["history_limit"].hi, help="Show at most N runs."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:

@@ -127,3 +127,30 @@ def test_a_process_the_workload_starts_ends_with_an_ok_trial(tmp_path):
     for proc in alive:  # never leave one behind, even when the test fails
         proc.kill()
     assert not alive, f"outlived their trial: {[p.pid for p in alive]}"
+
+
+# -- 6 and 15. the CLI's limits are the API's (one table), refused before anything runs --
+
+def test_cli_limits_come_from_the_one_table(tmp_path):
+    from devicebench.validate import LIMITS
+
+    db = ["--db", str(tmp_path / "never.db")]
+    too_many = str(int(LIMITS["equivalence_steps"].hi) + 1)
+    for args, needle in ((["run", "--equivalence-steps", too_many], "--equivalence-steps"),
+                         (["run", "--seed", "-1"], "--seed"),
+                         (["run", "--rounds", "0"], "--rounds"),
+                         (["run", "--backend", ""], "--backend is empty"),
+                         (["run", "--device", ","], "--device is empty"),
+                         (["advise", "mlp", "--budget", "9"], "--budget"),
+                         (["advise", "mlp", "--epochs", "0"], "--epochs"),
+                         (["history", "--limit", str(10**20)], "--limit")):
+        assert_one_line_error(run_cli(*args, *db), needle)
+    assert not (tmp_path / "never.db").exists()
+
+
+def test_doctor_refuses_frameworks_beside_a_snapshot():
+    snap = str(ROOT / "tests" / "fixtures" / "snapshots" / "h200_jax_torch_cuda13.json")
+    assert_one_line_error(run_cli("doctor", "--snapshot", snap, "--frameworks", "bogus"),
+                          "unknown framework 'bogus'")
+    assert_one_line_error(run_cli("doctor", "--snapshot", snap, "--frameworks", "jax"),
+                          "frameworks given with a snapshot")

@@ -248,3 +248,66 @@ def test_a_notebook_cell_whose_source_is_not_text_is_refused(tmp_path, src):
                                         {"cell_type": "code", "source": src}]}))
     with pytest.raises(InputError, match="cell 2's source is"):
         read_script(nb)
+
+
+# -- 6. one validation for the CLI and the API, before anything starts -------------------
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"rounds": "3"}, "rounds must be an integer, got '3'"),
+    ({"rounds": 0}, "rounds must be from 1 to 1,000, got 0"),
+    ({"rounds": 2.5}, "rounds must be an integer, got 2.5"),
+    ({"budget": "abc"}, "budget must be a number, got 'abc'"),
+    ({"budget": -1}, "budget must be at least 1, got -1"),
+    ({"budget": float("nan")}, "budget must be at least 1, got nan"),
+    ({"equivalence_steps": 0}, "equivalence_steps must be from 1 to 1,000"),
+    ({"equivalence_steps": 10**9}, "equivalence_steps must be from 1 to 1,000"),
+    ({"timeout": 0}, "timeout must be at least 1, got 0"),
+    ({"memory_limit_mib": -5}, "memory_limit_mib must be at least 1, got -5"),
+    ({"seed": -1}, "seed must be from 0 to 4,294,967,295, got -1"),
+    ({"backends": []}, "backends must be a non-empty list of names"),
+    ({"backends": [""]}, "backends must be a non-empty list of names"),
+    ({"devices": "cpu"}, "devices must be a non-empty list of names"),
+    ({"batch_sizes": [0]}, "batch_sizes[0] must be from 1"),
+    ({"threads": ["4"]}, "threads[0] must be an integer"),
+    ({"resume": "yes"}, "resume must be True or False"),
+    ({"db": 5}, "db must be a path"),
+    ({"workloads": [3]}, "workloads must be a non-empty list of names"),
+])
+def test_run_refuses_a_bad_argument_before_anything_starts(tmp_path, kwargs, needle):
+    import devicebench
+    from devicebench.errors import InputError
+
+    db = tmp_path / "never.db"
+    with pytest.raises(InputError, match=re.escape(needle)):
+        devicebench.run(**{"workloads": ["mlp"], "db": db, **kwargs})
+    assert not db.exists()  # no store opened, no run left "interrupted"
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"epochs": "x"}, "epochs must be an integer, got 'x'"),
+    ({"epochs": 0}, "epochs must be from 1 to 1,000,000, got 0"),
+    ({"budget": 5}, "budget must be at least 10"),
+])
+def test_advise_refuses_a_bad_argument_before_its_budget(tmp_path, kwargs, needle):
+    import devicebench
+    from devicebench.errors import InputError
+
+    with pytest.raises(InputError, match=re.escape(needle)):
+        devicebench.advise("mlp", **{"db": tmp_path / "a.db", "budget": 60, **kwargs})
+    assert not (tmp_path / "a.db").exists()
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"frameworks": ["bogus"]}, "unknown framework 'bogus'"),
+    ({"frameworks": "jax"}, "frameworks must be a list of names"),
+    ({"timeout": 0}, "timeout must be at least 1, got 0"),
+    ({"script": 42}, "script must be a path, got 42"),
+    ({"concurrent": None}, "concurrent must be True or False"),
+    ({"frameworks": ["jax"], "snapshot": SNAPSHOT}, "frameworks given with a snapshot"),
+])
+def test_doctor_refuses_a_bad_argument_before_probing(kwargs, needle):
+    import devicebench
+    from devicebench.errors import InputError
+
+    with pytest.raises(InputError, match=re.escape(needle)):
+        devicebench.doctor(**kwargs)
