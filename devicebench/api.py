@@ -219,10 +219,22 @@ def run(
         snapshot, names, backends=backends, devices=devices, precisions=precisions,
         jits=jits, batch_sizes=batch_sizes, pipelines=pipelines, threads=threads,
         steps_per_execution=steps_per_execution, seed=seed)
+    limit_bytes = memory_limit_mib * 2**20 if memory_limit_mib else None
+    asked = sorted({b for b in batch_sizes or [] if b})
     for name in names:  # once per user workload, before any trial: type, NaN/Inf, dtype
         first = [s.backend for s in plan.specs if s.workload == name]
-        if first:
-            check_workload_runs(name, first[0], fit=False)
+        if not first:
+            continue
+        # Within the run's own --timeout and --memory-limit; a built-in too when a batch
+        # size is asked for, to learn how many samples it has.
+        samples = check_workload_runs(name, first[0], timeout, fit=False,
+                                      memory_limit_bytes=limit_bytes, builtin=bool(asked))
+        if samples is not None and asked and asked[-1] > samples:
+            raise InputError(f"batch size {asked[-1]:,} is larger than {name}'s {samples:,} "
+                             "training samples",
+                             why="Keras would train on batches of the whole data set, so "
+                                 "the figures would be for a batch size that never ran",
+                             fix=f"pass --batch-size {samples} or smaller")
     options = RunOptions(
         min_rounds=rounds or 5, max_rounds=rounds or 30, budget_seconds=budget,
         equivalence_steps=equivalence_steps, setup_timeout=timeout, block_timeout=timeout,

@@ -151,12 +151,18 @@ def load_workload(ref: str) -> Workload:
 
 
 def check_workload_runs(ref: str, backend: str, timeout: float = 180.0, *,
-                        fit: bool = True) -> None:
+                        fit: bool = True, memory_limit_bytes: int | None = None,
+                        builtin: bool = False) -> int | None:
     """Load a user workload in a throwaway worker and check its type and data.
 
     Built-in workloads are known good and skipped. ``run``, ``advise`` and the Python
     API call this once per user workload, before any trial; ``fit=False`` (``run``)
     stops after the data checks, leaving a model that fails to build to the trials.
+    ``timeout`` and ``memory_limit_bytes`` are the run's own (``--timeout``,
+    ``--memory-limit``); ``builtin=True`` checks a built-in too (to learn its size).
+
+    Returns:
+        the number of training samples (None for a built-in skipped).
 
     Raises:
         SpecError: (one line, exit 2) a function that does not load or returns the wrong
@@ -167,14 +173,17 @@ def check_workload_runs(ref: str, backend: str, timeout: float = 180.0, *,
 
     from devicebench.launch import run_worker, worker_env
 
-    if is_builtin(ref):
-        return
+    if is_builtin(ref) and not builtin:
+        return None
     env = worker_env(backend, "cpu", base=dict(os.environ))
     args = [ref] if fit else [ref, "--no-fit"]
-    out = run_worker("devicebench.workloads.check_worker", args, timeout=timeout, env=env)
+    out = run_worker("devicebench.workloads.check_worker", args, timeout=timeout, env=env,
+                     memory_limit_bytes=memory_limit_bytes)
     if out.result is None:
         raise SpecError(f"workload {ref} could not be loaded: {out.describe()}",
                         fix="run its function by hand to see the error")
     if not out.result.get("ok"):
         raise SpecError(f"workload {ref}: {out.result.get('what')}",
                         fix=out.result.get("fix") or "run its function by hand to see why")
+    samples = out.result.get("samples")
+    return int(samples) if isinstance(samples, int) else None

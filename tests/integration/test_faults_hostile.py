@@ -8,6 +8,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_one_line_error, requires_jax, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,3 +156,44 @@ def test_doctor_refuses_frameworks_beside_a_snapshot():
                           "unknown framework 'bogus'")
     assert_one_line_error(run_cli("doctor", "--snapshot", snap, "--frameworks", "jax"),
                           "frameworks given with a snapshot")
+
+
+# -- 7. a batch size above the data is refused; samples/s counts what ran ----------------
+
+def test_a_batch_larger_than_the_data_is_refused_before_any_trial(tmp_path):
+    db = tmp_path / "b.db"
+    res = run_cli("run", "seed-rnn", "--backend", "jax", "--batch-size", "32,100000",
+                  "--db", str(db))
+    assert_one_line_error(res, "batch size 100,000 is larger than seed-rnn's 7,000 "
+                               "training samples", "--batch-size 7000")
+    assert not db.exists()
+    assert_one_line_error(run_cli("run", "seed-rnn", "--batch-size", "1000000000000"),
+                          "batch-size must be from 1 to 2,147,483,647")
+
+
+# -- 13. the pre-trial load check obeys --timeout and --memory-limit ---------------------
+
+def test_the_load_check_obeys_the_memory_limit_and_the_timeout(tmp_path):
+    db = ["--db", str(tmp_path / "m.db")]
+    res = run_cli("run", f"{W}:huge_data", "--backend", "jax", "--memory-limit", "500", *db)
+    assert_one_line_error(res, "could not be loaded: resident memory reached",
+                          "--memory-limit of 500 MiB")
+    res = run_cli("run", f"{W}:slow_data", "--backend", "jax", "--timeout", "2", *db,
+                  timeout=50)
+    assert_one_line_error(res, "could not be loaded: timed out after 2 s")
+    assert not (tmp_path / "m.db").exists()
+
+
+@requires_jax
+def test_samples_per_second_counts_the_batch_that_ran():
+    from devicebench.trials.engine import RunOptions, run_workload_group
+    from devicebench.trials.spec import TrialSpec
+
+    # Past the API's check (an advise candidate may double a batch past a small data
+    # set): Keras trains on the 512 samples there are, and the figures say so.
+    spec = TrialSpec(f"{W}:tiny", backend="jax", batch_size=100_000)
+    (result,) = run_workload_group([spec], RunOptions(min_rounds=1, max_rounds=1,
+                                                      budget_seconds=5, equivalence_steps=2))
+    assert result.status == "ok", result.error
+    assert result.batch_size == 512 and result.steps_per_epoch == 1
+    assert result.samples_per_second == pytest.approx(512 / result.step_time.median)
