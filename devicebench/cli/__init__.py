@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -89,6 +91,19 @@ from devicebench.cli import report as _report  # noqa: E402,F401
 from devicebench.cli import run as _run  # noqa: E402,F401
 
 
+def _output_lost(exc: OSError) -> None:
+    """stdout could not be written (``> /dev/full``, a full disk): one line, exit 1."""
+    try:  # nothing more to stdout, not even Python's flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass
+    print(f"devicebench: error: cannot write the output: {exc.strerror} (errno "
+          f"{exc.errno}) — anything measured is in the results database — fix: free "
+          "some space, or send the output elsewhere (> FILE on another disk)",
+          file=sys.stderr)
+    sys.exit(1)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -97,6 +112,11 @@ def main() -> None:
     """
     try:
         code = app(standalone_mode=False)
+        sys.stdout.flush()  # here, not at exit: a full disk is said in one line
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        _output_lost(exc)
     except typer.Abort:  # Ctrl-C outside a command's own handler
         print("devicebench: interrupted", file=sys.stderr)
         sys.exit(130)

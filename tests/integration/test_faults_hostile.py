@@ -197,3 +197,19 @@ def test_samples_per_second_counts_the_batch_that_ran():
     assert result.status == "ok", result.error
     assert result.batch_size == 512 and result.steps_per_epoch == 1
     assert result.samples_per_second == pytest.approx(512 / result.step_time.median)
+
+
+# -- 8. output to a full device: one line, not a traceback -------------------------------
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_output_to_a_full_device_is_one_line():
+    import subprocess
+    import sys
+
+    for args in (["workloads"], ["workloads", "--json"], ["--version"]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "devicebench", *args], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+        assert proc.returncode == 1, proc.stderr
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "No space left on device" in lines[0], proc.stderr

@@ -311,3 +311,27 @@ def test_doctor_refuses_a_bad_argument_before_probing(kwargs, needle):
 
     with pytest.raises(InputError, match=re.escape(needle)):
         devicebench.doctor(**kwargs)
+
+
+# -- 8 and 15: a truncated data file, an empty data path ---------------------------------
+
+def test_a_truncated_data_file_is_one_input_error(tmp_path):
+    import numpy as np
+
+    from devicebench.errors import InputError
+    from devicebench.workloads.saved import _load_arrays
+
+    path = tmp_path / "data.npz"
+    np.savez(path, x=np.zeros((64, 8), "float32"), y=np.zeros(64, "float32"))
+    path.write_bytes(path.read_bytes()[:300])  # cut short: a BadZipFile inside numpy
+    with pytest.raises(InputError, match="cannot read arrays x and y from"):
+        _load_arrays(path)
+
+
+def test_an_empty_data_path_after_the_separator_is_refused():
+    from devicebench.errors import InputError
+    from devicebench.workloads.saved import split_ref
+
+    with pytest.raises(InputError, match="no data file after '::'"):
+        split_ref("model.keras::")
+    assert split_ref("model.keras") == (Path("model.keras"), None)
