@@ -43,6 +43,11 @@ class InputError(DevicebenchError):
     """A file, argument or option given by the user is missing, unreadable or invalid."""
 
 
+class ArgumentError(InputError, ValueError):
+    """A library call's argument of the wrong type or out of range; also a ValueError,
+    as Python's own argument errors are (``except ValueError`` still catches it)."""
+
+
 class SnapshotError(InputError):
     """An environment snapshot file cannot be used (corrupt, newer schema, wrong shape)."""
 

@@ -5,6 +5,7 @@ pure parts are in tests/unit/test_hostile_input.py."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -213,3 +214,51 @@ def test_output_to_a_full_device_is_one_line():
         assert proc.returncode == 1, proc.stderr
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and "No space left on device" in lines[0], proc.stderr
+
+
+# -- 10. TrainingMonitor's arguments are checked when it is made -------------------------
+
+_MONITOR_ARGS = """
+import json, sys
+from devicebench.keras import TrainingMonitor
+out = []
+for kwargs in json.loads(sys.argv[1]):
+    kwargs = {k: (float(v[4:]) if isinstance(v, str) and v.startswith("num:") else v)
+              for k, v in kwargs.items()}
+    try:
+        TrainingMonitor(**kwargs)
+        out.append("accepted")
+    except ValueError as exc:
+        out.append(f"{type(exc).__name__}: {exc}")
+    except Exception as exc:
+        out.append(f"WRONG {type(exc).__name__}: {exc}")
+print(json.dumps(out))
+"""
+
+
+@requires_jax
+def test_training_monitor_refuses_bad_arguments_with_one_clear_error():
+    import subprocess
+    import sys
+
+    cases = [({"batch_size": 2.5}, "batch_size must be an integer"),
+             ({"batch_size": "32"}, "batch_size must be an integer"),
+             ({"target_block_seconds": "num:nan"}, "target_block_seconds must be > 0"),
+             ({"stall_factor": "num:nan"}, "stall_factor must be > 1"),
+             ({"stall_factor": "x"}, "stall_factor must be a number"),
+             ({"nvml_interval": 0}, "nvml_interval must be > 0"),
+             ({"nvml_interval": -1}, "nvml_interval must be > 0"),
+             ({"verbose": "loud"}, "verbose must be 0, 1 or 2"),
+             ({"block_steps": "3"}, "block_steps must be an integer"),
+             ({"stop_on_nan": "yes"}, "stop_on_nan must be True or False"),
+             ({"csv_path": 3}, "csv_path must be a path"),
+             ({}, "accepted")]
+    proc = subprocess.run([sys.executable, "-c", _MONITOR_ARGS,
+                           json.dumps([c for c, _ in cases])], capture_output=True,
+                          text=True, timeout=120, check=False,
+                          env={**os.environ, "KERAS_BACKEND": "jax"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (kwargs, needle), line in zip(cases, got, strict=True):
+        assert needle in line and "WRONG" not in line, (kwargs, line)
+        assert line == "accepted" or line.startswith("ArgumentError: "), line
