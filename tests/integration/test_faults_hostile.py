@@ -262,3 +262,22 @@ def test_training_monitor_refuses_bad_arguments_with_one_clear_error():
     for (kwargs, needle), line in zip(cases, got, strict=True):
         assert needle in line and "WRONG" not in line, (kwargs, line)
         assert line == "accepted" or line.startswith("ArgumentError: "), line
+
+
+# -- 11. messages that keep the cause ----------------------------------------------------
+
+@requires_jax
+def test_a_layer_error_and_a_non_model_name_their_cause(tmp_path):
+    res = run_cli("run", f"{W}:layer_raises", f"{W}:builds_a_string", *ONE,
+                  "--db", str(tmp_path / "e.db"))
+    assert res.returncode == 1, res.stderr[-2000:]
+    con = sqlite3.connect(tmp_path / "e.db")
+    try:
+        errors = sorted(json.loads(r)["error"] for (r,) in
+                        con.execute("SELECT result FROM trials"))
+    finally:
+        con.close()
+    assert errors[0] == "RuntimeError: custom layer exploded on purpose (raised in Boom.call())"
+    assert errors[1].startswith("TypeError: build_model returned str, not a keras.Model")
+    flat = " ".join(res.stdout.split())  # the table wraps long lines
+    assert "custom layer exploded on purpose" in flat and "has no attribute" not in flat

@@ -335,3 +335,17 @@ def test_an_empty_data_path_after_the_separator_is_refused():
     with pytest.raises(InputError, match="no data file after '::'"):
         split_ref("model.keras::")
     assert split_ref("model.keras") == (Path("model.keras"), None)
+
+
+# -- 11. the cause of a layer's error, not Keras' wrapper --------------------------------
+
+def test_the_cause_inside_keras_could_not_infer_wrapper_is_shown():
+    from devicebench.errors import cause_line
+
+    keras_msg = ("Exception encountered when calling Boom.call().\n\n\x1b[1mCould not "
+                 "automatically infer the output shape / dtype of 'boom' (of type Boom). "
+                 "Either the `Boom.call()` method is incorrect, or you need to implement "
+                 "the `Boom.compute_output_spec() / compute_output_shape()` method. Error "
+                 "encountered:\n\ncustom layer exploded on purpose\x1b[0m\n\nArguments "
+                 "received by Boom.call():\n  • args=('<KerasTensor>',)")
+    assert cause_line(keras_msg) == "custom layer exploded on purpose (raised in Boom.call())"
