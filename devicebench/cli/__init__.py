@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -104,12 +105,24 @@ def _output_lost(exc: OSError) -> None:
     sys.exit(1)
 
 
+_terminated: list[int] = []
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM ends the command as Ctrl-C does — workers' groups killed, finished trials
+    stored, temporary directories removed — then exits 143; a second one ends at once."""
+    _terminated.append(signum)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """Console-script entry point.
 
     Typer's own usage errors (an unknown option, ``--budget -1``) become one line and
     exit 2, like every other bad input, instead of a boxed message.
     """
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = app(standalone_mode=False)
         sys.stdout.flush()  # here, not at exit: a full disk is said in one line
@@ -117,9 +130,9 @@ def main() -> None:
         if exc.errno != errno.ENOSPC:
             raise
         _output_lost(exc)
-    except typer.Abort:  # Ctrl-C outside a command's own handler
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C outside a command's own handler
         print("devicebench: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(143 if _terminated else 130)
     except Exception as exc:
         # click's UsageError and friends (vendored by typer, not public): duck-typed.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -129,4 +142,6 @@ def main() -> None:
         print(f"devicebench: error: {exc.format_message()} — fix: see `{where} --help`",
               file=sys.stderr)
         sys.exit(exc.exit_code if isinstance(exc.exit_code, int) and exc.exit_code else 2)
+    if _terminated and code == 130:
+        code = 143  # 128 + SIGTERM, as a shell reports a process it ended
     sys.exit(code if isinstance(code, int) else 0)

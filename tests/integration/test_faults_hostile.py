@@ -281,3 +281,36 @@ def test_a_layer_error_and_a_non_model_name_their_cause(tmp_path):
     assert errors[1].startswith("TypeError: build_model returned str, not a keras.Model")
     flat = " ".join(res.stdout.split())  # the table wraps long lines
     assert "custom layer exploded on purpose" in flat and "has no attribute" not in flat
+
+
+# -- 14. SIGTERM cleans up as Ctrl-C does ------------------------------------------------
+
+@requires_jax
+def test_sigterm_leaves_no_temporary_directories(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "devicebench", "run", f"{W}:hangs",
+                             "--backend", "jax", "--timeout", "300",
+                             "--db", str(tmp_path / "t.db")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp)})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not (
+            list(tmp.glob("devicebench-worker-*")) and list(tmp.glob("devicebench-weights-*"))):
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stderr.read()
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    assert sorted(p.name for p in tmp.iterdir()) == [], "left behind in TMPDIR"
+
+
+def test_monitor_of_an_empty_command_says_so():
+    assert_one_line_error(run_cli("monitor", "--", ""), "no command to monitor")
