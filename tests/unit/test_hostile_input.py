@@ -349,3 +349,38 @@ def test_the_cause_inside_keras_could_not_infer_wrapper_is_shown():
                  "encountered:\n\ncustom layer exploded on purpose\x1b[0m\n\nArguments "
                  "received by Boom.call():\n  • args=('<KerasTensor>',)")
     assert cause_line(keras_msg) == "custom layer exploded on purpose (raised in Boom.call())"
+
+
+# -- 15. a baseline is one configuration ---------------------------------------------------
+
+def test_a_baseline_giving_a_key_twice_is_refused():
+    from devicebench.advisor.advice import parse_baseline
+
+    with pytest.raises(SpecError, match="--baseline gives backend twice"):
+        parse_baseline("backend=jax,backend=tensorflow", "mlp", "jax")
+    assert parse_baseline("backend=jax,device=cpu", "mlp", "tensorflow").backend == "jax"
+
+
+# -- 16. a snapshot must describe a machine ------------------------------------------------
+
+def _snapshot_dict() -> dict:
+    return json.loads(SNAPSHOT.read_text())
+
+
+@pytest.mark.parametrize("patch, needle", [
+    (lambda d: d.pop("host"), "snapshot has no host"),
+    (lambda d: d.update(host={}), "snapshot has no host"),
+    (lambda d: d["frameworks"]["jax"].update(physical_devices=[{"bogus": 1}]),
+     "frameworks.jax.physical_devices[0]: expected an object with DeviceInfo's fields"),
+    (lambda d: d["host"].update(cpu_cores_logical=-4),
+     "host.cpu_cores_logical: expected a count >= 0, got -4"),
+])
+def test_a_snapshot_that_describes_no_machine_is_refused(patch, needle):
+    from devicebench.env.snapshot import EnvSnapshot
+    from devicebench.errors import SnapshotError
+
+    data = _snapshot_dict()
+    patch(data)
+    with pytest.raises(SnapshotError, match=re.escape(needle)):
+        EnvSnapshot.from_dict(data)
+    EnvSnapshot.from_dict(_snapshot_dict())  # the untouched file still loads
