@@ -20,7 +20,7 @@ from typing import Any
 
 from devicebench.launch.child import PARENT_PID_VAR
 from devicebench.launch.memory import MemoryWatch
-from devicebench.launch.process import end_group, exit_status, kill_group, tail
+from devicebench.launch.process import end_group, exit_status, kill_group, sigkill_detail, tail
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,10 @@ class WorkerOutcome:
             return self.memory
         if self.status == "timeout":
             return f"timed out after {self.wall_seconds:.0f} s (process group killed)"
+        if self.signal_name == "SIGKILL":
+            return f"process {sigkill_detail(self.status)}"
         if self.status == "crashed":
             return f"process killed by {self.signal_name} (exit {self.returncode})"
-        if self.status == "oom":
-            return (f"process killed by {self.signal_name} (exit {self.returncode}; the "
-                    "kernel's out-of-memory killer is its usual sender)")
         if self.status == "error":
             return f"process exited with code {self.returncode}"
         return "ok"

@@ -314,3 +314,13 @@ def test_sigterm_leaves_no_temporary_directories(tmp_path):
 
 def test_monitor_of_an_empty_command_says_so():
     assert_one_line_error(run_cli("monitor", "--", ""), "no command to monitor")
+
+
+# -- 17. compare --workload NAME that neither run has -------------------------------------
+
+def test_compare_with_an_unknown_workload_names_those_there_are(tmp_path):
+    db = ["--db", str(tmp_path / "c.db")]
+    bundle = str(ROOT / "tests" / "fixtures" / "bundles" / "h200.json")
+    assert run_cli("import", bundle, *db).returncode == 0
+    assert_one_line_error(run_cli("compare", "1", "2", "--workload", "nope", *db),
+                          "no measured 'nope' in run 1 or 2", "mnist-cnn")

@@ -384,3 +384,51 @@ def test_a_snapshot_that_describes_no_machine_is_refused(patch, needle):
     with pytest.raises(SnapshotError, match=re.escape(needle)):
         EnvSnapshot.from_dict(data)
     EnvSnapshot.from_dict(_snapshot_dict())  # the untouched file still loads
+
+
+# -- 17. an ops sweep that measured nothing is not a success ------------------------------
+
+def test_an_ops_sweep_whose_every_point_failed_exits_1(monkeypatch):
+    from typer.testing import CliRunner
+
+    import devicebench.api
+    from devicebench.api import OpsOutcome
+    from devicebench.cli import app
+    from devicebench.ops.analysis import analyse
+    from devicebench.ops.result import OpsPoint, OpsWorkerResult
+
+    worker = OpsWorkerResult("numpy", "cpu", points=[
+        OpsPoint("matmul", "compiled", 64, status="error", reason="boom"),
+        OpsPoint("matmul", "eager", 64, status="skipped", reason="n/a")])
+
+    def fake_ops(**kwargs):  # the launcher seam: a worker ran, every point failed
+        return OpsOutcome(1, {}, [worker], analyse([worker]))
+
+    monkeypatch.setattr(devicebench.api, "ops", fake_ops)
+    res = CliRunner().invoke(app, ["ops", "--json"])
+    assert res.exit_code == 1, res.output
+    assert "no op was measured (1 of 2 points failed" in res.output
+
+
+# -- 17. a kill -9 without memory pressure is not called oom ------------------------------
+
+def test_a_sigkill_is_oom_only_when_memory_is_short(monkeypatch):
+    import signal
+    import subprocess
+    import sys
+
+    from devicebench.launch import process
+
+    monkeypatch.setattr(process, "memory_short", lambda: False)
+    assert process.exit_status(-signal.SIGKILL) == ("crashed", "SIGKILL")
+    assert process.exit_status(-signal.SIGSEGV) == ("crashed", "SIGSEGV")
+    monkeypatch.setattr(process, "memory_short", lambda: True)
+    assert process.exit_status(-signal.SIGKILL) == ("oom", "SIGKILL")
+    monkeypatch.setattr(process, "memory_short", lambda: False)
+    # A real process killed by SIGKILL: crashed, and the words say who did not send it.
+    proc = subprocess.run([sys.executable, "-c", "import os, signal; "
+                           "os.kill(os.getpid(), signal.SIGKILL)"], check=False)
+    status, name = process.exit_status(proc.returncode)
+    assert (status, name) == ("crashed", "SIGKILL")
+    words = process.sigkill_detail(status)
+    assert "not sent by devicebench" in words and "GiB of memory was free" in words
