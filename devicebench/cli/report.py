@@ -58,7 +58,7 @@ def report(
         from devicebench.report.charts import require_matplotlib
 
         require_matplotlib()
-    with ResultStore.open(db) as store:
+    with ResultStore.open(db, read_only=True) as store:
         rep = build_report(store, run)
     if json_out:
         print(json.dumps(rep.to_dict(), indent=2, default=str))

@@ -58,7 +58,8 @@ def run_to_bundle_entry(run: StoredRun) -> dict[str, Any]:
 
 
 def export_runs(store: ResultStore, run_ids: list[int]) -> dict[str, Any]:
-    """A bundle (a JSON-able dict) of the given runs.
+    """A bundle (a JSON-able dict) of the given runs, each once (``export 1 1 1``
+    exports run 1 once: a bundle holds runs, not requests).
 
     Raises:
         InputError: a run id is not in this database.
@@ -67,7 +68,8 @@ def export_runs(store: ResultStore, run_ids: list[int]) -> dict[str, Any]:
 
     return {"format": BUNDLE_FORMAT, "schema_version": BUNDLE_SCHEMA,
             "devicebench_version": __version__, "exported_at": _now(),
-            "runs": [run_to_bundle_entry(load_run(store, rid)) for rid in run_ids]}
+            "runs": [run_to_bundle_entry(load_run(store, rid))
+                     for rid in dict.fromkeys(run_ids)]}  # each run once, in order
 
 
 def write_bundle(bundle: dict[str, Any], path: str | Path) -> None:

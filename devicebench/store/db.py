@@ -23,6 +23,7 @@ from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import StoreError
 from devicebench.store.fingerprint import machine_fingerprint
 from devicebench.store.pending import import_pending, kept_aside_note, set_aside, with_retry
+from devicebench.store.readonly import connect_read_only
 from devicebench.store.schema import CURRENT_SCHEMA, MOVED_KEYS, apply_migrations, schema_version
 from devicebench.trials.result import TrialResult
 
@@ -123,8 +124,8 @@ class ResultStore:
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path | None = None, *,
-             busy_timeout_ms: int | None = None) -> ResultStore:
+    def open(cls, path: str | Path | None = None, *, busy_timeout_ms: int | None = None,
+             read_only: bool = False) -> ResultStore:
         """Open (creating and migrating as needed) the database at ``path``.
 
         Args:
@@ -132,6 +133,8 @@ class ResultStore:
                 ``":memory:"`` = a throwaway in-memory database.
             busy_timeout_ms: how long to wait for another process's write lock
                 (default ``BUSY_TIMEOUT_MS``).
+            read_only: only to read it: a missing file is an InputError (none is
+                created), a file this user cannot write is read as it is.
 
         Results an earlier run could not write (its side file, see
         :mod:`devicebench.store.pending`) are imported here.
@@ -145,6 +148,10 @@ class ResultStore:
         if busy_timeout_ms is None:
             busy_timeout_ms = BUSY_TIMEOUT_MS
         where = str(path)
+        if read_only and where != MEMORY:
+            ro = connect_read_only(Path(path))
+            if ro is not None:
+                return cls(ro, where)
         if where != MEMORY:
             _prepare_location(Path(path))
         conn: sqlite3.Connection | None = None

@@ -324,3 +324,29 @@ def test_compare_with_an_unknown_workload_names_those_there_are(tmp_path):
     assert run_cli("import", bundle, *db).returncode == 0
     assert_one_line_error(run_cli("compare", "1", "2", "--workload", "nope", *db),
                           "no measured 'nope' in run 1 or 2", "mnist-cnn")
+
+
+# -- 18. history and report read; they never create or need to write ---------------------
+
+def test_history_of_a_missing_database_creates_nothing(tmp_path):
+    res = run_cli("history", "--db", str(tmp_path / "nope" / "x.sqlite"))
+    assert_one_line_error(res, "no results database at", "fix:")
+    assert not (tmp_path / "nope").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_history_and_report_read_a_read_only_database(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    db = shared / "r.db"
+    bundle = str(ROOT / "tests" / "fixtures" / "bundles" / "h200.json")
+    assert run_cli("import", bundle, "--db", str(db)).returncode == 0
+    for f in shared.iterdir():
+        f.chmod(0o444)
+    shared.chmod(0o555)
+    try:
+        for args in (["history"], ["report"], ["report", "--run", "1"]):
+            res = run_cli(*args, "--db", str(db))
+            assert res.returncode == 0, res.stderr
+    finally:
+        shared.chmod(0o755)

@@ -432,3 +432,56 @@ def test_a_sigkill_is_oom_only_when_memory_is_short(monkeypatch):
     assert (status, name) == ("crashed", "SIGKILL")
     words = process.sigkill_detail(status)
     assert "not sent by devicebench" in words and "GiB of memory was free" in words
+
+
+# -- 18 and 19: reading a store never writes one; export names each run once ------------
+
+def _store_with_a_run(path: Path) -> int:
+    from devicebench.env.snapshot import EnvSnapshot
+    from devicebench.store import recorded_run
+
+    with recorded_run(path, EnvSnapshot(), "run", {}) as rec:
+        rec.keep_trial(_result())
+    return rec.run_id
+
+
+def test_a_read_only_store_is_read_and_never_written(tmp_path, monkeypatch):
+    from devicebench.errors import StoreError
+    from devicebench.store import ResultStore, readonly
+    from devicebench.store.runs import run_history
+
+    path = tmp_path / "shared.db"
+    run_id = _store_with_a_run(path)
+    monkeypatch.setattr(readonly, "writable", lambda p: False)  # as another user sees it
+    with ResultStore.open(path, read_only=True) as store:
+        assert [r.id for r in run_history(store)] == [run_id]
+        with pytest.raises(StoreError, match="cannot write"):
+            store.start_run(1, "run", {})
+
+
+def test_reading_a_missing_store_creates_nothing(tmp_path):
+    from devicebench.errors import InputError
+    from devicebench.store import ResultStore
+
+    with pytest.raises(InputError, match="no results database at"):
+        ResultStore.open(tmp_path / "nope" / "x.sqlite", read_only=True)
+    assert not (tmp_path / "nope").exists()
+
+
+def test_export_names_each_run_once():
+    from devicebench.store import ResultStore
+    from devicebench.store.bundle import export_runs
+
+    with ResultStore.open(":memory:") as store:
+        run_id = _store_with_a_run_in(store)
+        assert len(export_runs(store, [run_id, run_id, run_id])["runs"]) == 1
+
+
+def _store_with_a_run_in(store) -> int:
+    from devicebench.env.snapshot import EnvSnapshot
+
+    machine = store.add_machine(EnvSnapshot())
+    run_id = store.start_run(machine, "run", {})
+    store.add_trial(run_id, _result())
+    store.finish_run(run_id)
+    return run_id
