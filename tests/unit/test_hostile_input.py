@@ -485,3 +485,19 @@ def _store_with_a_run_in(store) -> int:
     store.add_trial(run_id, _result())
     store.finish_run(run_id)
     return run_id
+
+
+# -- 20. a replay's baseline must be in the profile ----------------------------------------
+
+def test_a_replay_baseline_the_profile_lacks_is_refused_up_front():
+    from devicebench.advisor.advice import parse_baseline
+    from devicebench.errors import InputError
+    from devicebench.profiles import load_profile
+    from devicebench.profiles.replay import replay_advise
+
+    prof = load_profile("h200")
+    spec = parse_baseline("backend=tensorflow,device=gpu:0", "seed-rnn", "tensorflow")
+    with pytest.raises(InputError, match="profile h200 has no seed-rnn trial for the "
+                                         "baseline tensorflow/gpu:0") as info:
+        replay_advise(prof, "seed-rnn", budget_s=40, baseline=spec)
+    assert "jax/cpu" in info.value.message
