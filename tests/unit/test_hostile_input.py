@@ -501,3 +501,22 @@ def test_a_replay_baseline_the_profile_lacks_is_refused_up_front():
                                          "baseline tensorflow/gpu:0") as info:
         replay_advise(prof, "seed-rnn", budget_s=40, baseline=spec)
     assert "jax/cpu" in info.value.message
+
+
+# -- 17. a parser MemoryError still says what happened ------------------------------------
+
+def test_a_parser_memory_error_has_a_reason(tmp_path, monkeypatch):
+    import ast
+
+    from devicebench.env.script_check import read_script
+    from devicebench.errors import InputError
+
+    script = tmp_path / "deep.py"
+    script.write_text("x = 1\n")
+
+    def parse(*args, **kwargs):
+        raise MemoryError()  # what CPython's parser raises on a too-deeply nested file
+
+    monkeypatch.setattr(ast, "parse", parse)
+    with pytest.raises(InputError, match=r"cannot be parsed: MemoryError"):
+        read_script(script)
