@@ -506,9 +506,9 @@ def test_a_replay_baseline_the_profile_lacks_is_refused_up_front():
 # -- 17. a parser MemoryError still says what happened ------------------------------------
 
 def test_a_parser_memory_error_has_a_reason(tmp_path, monkeypatch):
-    import ast
+    import types
 
-    from devicebench.env.script_check import read_script
+    import devicebench.env.script_check as sc
     from devicebench.errors import InputError
 
     script = tmp_path / "deep.py"
@@ -517,6 +517,6 @@ def test_a_parser_memory_error_has_a_reason(tmp_path, monkeypatch):
     def parse(*args, **kwargs):
         raise MemoryError()  # what CPython's parser raises on a too-deeply nested file
 
-    monkeypatch.setattr(ast, "parse", parse)
+    monkeypatch.setattr(sc, "ast", types.SimpleNamespace(parse=parse))  # this module's
     with pytest.raises(InputError, match=r"cannot be parsed: MemoryError"):
-        read_script(script)
+        sc.read_script(script)
