@@ -203,5 +203,5 @@ def _parse(source: str, filename: str) -> ast.Module:
                              f"(`python -m py_compile {filename}` shows it)") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise InputError(f"script {filename} cannot be parsed: "
-                         f"{exc or type(exc).__name__}",
+                         f"{str(exc) or type(exc).__name__}",
                          fix="pass a plain-text Python training script") from None
