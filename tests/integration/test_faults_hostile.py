@@ -28,13 +28,67 @@ def _statuses(db: Path) -> list[str]:
 
 # -- 1 and 12: a realistic workload file (constants, a lambda, a sibling import) --------
 
+# -- 1, 12, 5, 11: user code in one real run (one CLI process, one trial per workload) --
+
+REALISTIC = str(ROOT / "tests" / "fixtures" / "user_dir" / "realistic.py") + ":workload"
+
+
+@pytest.fixture(scope="module")
+def user_code_run(tmp_path_factory):
+    """A realistic workload file (constants, a lambda, a sibling import), one whose build
+    starts a process, one whose layer raises, one whose build returns a str."""
+    tmp = tmp_path_factory.mktemp("user_code")
+    pidfile, db = tmp / "pids", tmp / "u.db"
+    res = run_cli("run", REALISTIC, f"{W}:spawns_sleeper", f"{W}:layer_raises",
+                  f"{W}:builds_a_string", *ONE, "--db", str(db),
+                  env={"PYTHONPATH": str(ROOT), "DEVICEBENCH_TEST_PIDFILE": str(pidfile)})
+    con = sqlite3.connect(db)
+    try:
+        stored = {json.loads(spec)["workload"].rsplit(":", 1)[-1]: json.loads(result)
+                  for spec, result in con.execute("SELECT spec, result FROM trials")}
+    finally:
+        con.close()
+    return res, stored, pidfile
+
+
 @requires_jax
-def test_a_realistic_workload_file_runs(tmp_path):
-    ref = str(ROOT / "tests" / "fixtures" / "user_dir" / "realistic.py") + ":workload"
-    res = run_cli("run", ref, *ONE, "--db", str(tmp_path / "r.db"),
-                  env={"PYTHONPATH": str(ROOT)})
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert _statuses(tmp_path / "r.db") == ["ok"]
+def test_a_realistic_workload_file_runs(user_code_run):
+    res, stored, _ = user_code_run
+    assert res.returncode == 1, res.stderr[-2000:]  # the two broken ones, below
+    assert "2 of 4 trials did not end ok (error 2)" in res.stderr
+    assert stored["workload"]["status"] == "ok", stored["workload"]["error"]
+
+
+@requires_jax
+def test_a_process_the_workload_starts_ends_with_an_ok_trial(user_code_run):
+    import psutil
+
+    _, stored, pidfile = user_code_run
+    assert stored["spawns_sleeper"]["status"] == "ok"
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert pids  # the build ran (in the trial's worker)
+    alive = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and "sleep" in proc.name():
+                alive.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    for proc in alive:  # never leave one behind, even when the test fails
+        proc.kill()
+    assert not alive, f"outlived their trial: {[p.pid for p in alive]}"
+
+
+@requires_jax
+def test_a_layer_error_and_a_non_model_name_their_cause(user_code_run):
+    res, stored, _ = user_code_run
+    assert stored["layer_raises"]["error"] == \
+        "RuntimeError: custom layer exploded on purpose (raised in Boom.call())"
+    assert stored["builds_a_string"]["error"].startswith(
+        "TypeError: build_model returned str, not a keras.Model")
+    flat = " ".join(res.stdout.split())  # the table wraps long lines
+    assert "custom layer exploded on purpose" in flat and "has no attribute" not in flat
 
 
 def test_a_too_long_workload_path_is_one_line():
@@ -107,31 +161,6 @@ def test_doctor_on_stdin_reads_the_piped_script():
     assert "script.run-eagerly" in [f["id"] for f in out["findings"]]
 
 
-# -- 5. a process the workload starts ends with its trial --------------------------------
-
-@requires_jax
-def test_a_process_the_workload_starts_ends_with_an_ok_trial(tmp_path):
-    import psutil
-
-    pidfile = tmp_path / "pids"
-    res = run_cli("run", f"{W}:spawns_sleeper", *ONE, "--db", str(tmp_path / "s.db"),
-                  env={"DEVICEBENCH_TEST_PIDFILE": str(pidfile)})
-    assert res.returncode == 0, res.stderr[-2000:]
-    pids = [int(p) for p in pidfile.read_text().split()]
-    assert pids  # the build ran (in the trial's worker)
-    alive = []
-    for pid in pids:
-        try:
-            proc = psutil.Process(pid)
-            if proc.status() != psutil.STATUS_ZOMBIE and "sleep" in proc.name():
-                alive.append(proc)
-        except psutil.NoSuchProcess:
-            pass
-    for proc in alive:  # never leave one behind, even when the test fails
-        proc.kill()
-    assert not alive, f"outlived their trial: {[p.pid for p in alive]}"
-
-
 # -- 6 and 15. the CLI's limits are the API's (one table), refused before anything runs --
 
 def test_cli_limits_come_from_the_one_table(tmp_path):
@@ -193,8 +222,9 @@ def test_samples_per_second_counts_the_batch_that_ran():
     # Past the API's check (an advise candidate may double a batch past a small data
     # set): Keras trains on the 512 samples there are, and the figures say so.
     spec = TrialSpec(f"{W}:tiny", backend="jax", batch_size=100_000)
-    (result,) = run_workload_group([spec], RunOptions(min_rounds=1, max_rounds=1,
-                                                      budget_seconds=5, equivalence_steps=2))
+    opts = RunOptions(min_rounds=1, max_rounds=1, budget_seconds=5, equivalence_steps=2,
+                      max_warmup_seconds=2)
+    (result,) = run_workload_group([spec], opts)
     assert result.status == "ok", result.error
     assert result.batch_size == 512 and result.steps_per_epoch == 1
     assert result.samples_per_second == pytest.approx(512 / result.step_time.median)
@@ -262,25 +292,6 @@ def test_training_monitor_refuses_bad_arguments_with_one_clear_error():
     for (kwargs, needle), line in zip(cases, got, strict=True):
         assert needle in line and "WRONG" not in line, (kwargs, line)
         assert line == "accepted" or line.startswith("ArgumentError: "), line
-
-
-# -- 11. messages that keep the cause ----------------------------------------------------
-
-@requires_jax
-def test_a_layer_error_and_a_non_model_name_their_cause(tmp_path):
-    res = run_cli("run", f"{W}:layer_raises", f"{W}:builds_a_string", *ONE,
-                  "--db", str(tmp_path / "e.db"))
-    assert res.returncode == 1, res.stderr[-2000:]
-    con = sqlite3.connect(tmp_path / "e.db")
-    try:
-        errors = sorted(json.loads(r)["error"] for (r,) in
-                        con.execute("SELECT result FROM trials"))
-    finally:
-        con.close()
-    assert errors[0] == "RuntimeError: custom layer exploded on purpose (raised in Boom.call())"
-    assert errors[1].startswith("TypeError: build_model returned str, not a keras.Model")
-    flat = " ".join(res.stdout.split())  # the table wraps long lines
-    assert "custom layer exploded on purpose" in flat and "has no attribute" not in flat
 
 
 # -- 14. SIGTERM cleans up as Ctrl-C does ------------------------------------------------
