@@ -13,6 +13,7 @@ This module never imports the store itself: it is handed the store's bound metho
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,9 +67,16 @@ def import_pending(db_path: str, add_trial: Callable[[int, Any], int],
     path = pending_path(db_path)
     if db_path == MEMORY or not path.is_file():
         return 0
+    # Taken away first (atomic): a run setting results aside meanwhile starts a new file.
+    taken = path.with_name(f"{path.name}.{os.getpid()}")
+    try:
+        os.replace(path, taken)
+        text = taken.read_text(encoding="utf-8")
+    except OSError:
+        return 0
     kept: list[str] = []
     done = 0
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         if not line.strip():
             continue
         try:
@@ -81,10 +89,10 @@ def import_pending(db_path: str, add_trial: Callable[[int, Any], int],
         except (StoreError, ValueError, KeyError, TypeError):
             kept.append(line)
     try:
-        if kept:
-            path.write_text("\n".join(kept) + "\n", encoding="utf-8")
-        else:
-            path.unlink()
+        if kept:  # back for the next open, beside anything set aside meanwhile
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write("\n".join(kept) + "\n")
+        taken.unlink()
     except OSError:
         pass
     return done

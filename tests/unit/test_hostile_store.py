@@ -179,3 +179,18 @@ def _store_with_a_run_in(store) -> int:
     store.add_trial(run_id, _result())
     store.finish_run(run_id)
     return run_id
+
+
+def test_a_set_aside_record_that_still_fails_is_kept_for_the_next_open(tmp_path):
+    from devicebench.store import ResultStore, pending
+
+    path = tmp_path / "r.db"
+    ResultStore.open(path).close()
+    side = pending.pending_path(path)
+    orphan = {"kind": "trial", "run_id": 999, "result": _result().to_dict()}  # no run 999
+    side.write_text(json.dumps(orphan) + "\n" + "not json\n")
+    with ResultStore.open(path) as store:
+        assert store.runs() == []
+    assert [json.loads(ln)["run_id"] for ln in side.read_text().splitlines()
+            if ln.startswith("{")] == [999]
+    assert sorted(p.name for p in tmp_path.iterdir() if "pending" in p.name) == [side.name]

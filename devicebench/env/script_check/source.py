@@ -23,7 +23,7 @@ def _read_bounded(p: Path) -> bytes:
     """The bytes of ``p``, read once, at most MAX_FILE_BYTES + 1 of them, never blocking
     for more than PIPE_WAIT_S on a pipe: a FIFO with no writer opens at once
     (O_NONBLOCK) and is refused after the wait instead of hanging."""
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
         chunks: list[bytes] = []
