@@ -349,3 +349,16 @@ def test_a_parser_memory_error_has_a_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(sc, "ast", types.SimpleNamespace(parse=parse))  # this module's
     with pytest.raises(InputError, match=r"cannot be parsed: MemoryError"):
         sc.read_script(script)
+
+
+def test_a_workload_named_twice_is_measured_once():
+    from devicebench.validate import check_run_request
+
+    args = dict(workloads=["mlp", "seed-rnn", "mlp"], backends=None, devices=None,
+                precisions=None, jits=None, batch_sizes=None, pipelines=None, threads=None,
+                steps_per_execution=1, seed=None, rounds=None, budget=60.0,
+                equivalence_steps=50, timeout=600.0, memory_limit_mib=None, resume=False,
+                db=None, argv=None)
+    req = check_run_request(args)
+    assert req["workloads"] == ["mlp", "seed-rnn"] and req["repeated"] == ["mlp"]
+    assert check_run_request({**args, "workloads": "mlp"})["workloads"] == ["mlp"]
