@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -72,34 +71,6 @@ def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> 
     return f"{model_path}::{data_path}"
 
 
-MIN_ADVISE_BUDGET_S = 10.0  # as `devicebench advise --budget`
-
-
-def _check_advise_args(budget: Any, baseline: Any, allow_batch_change: Any, db: Any,
-                       data: Any) -> float:
-    """The CLI's rules for advise's arguments; InputError (never a TypeError from deep
-    inside) for anything else. Returns the budget as a float."""
-    if isinstance(budget, bool) or not isinstance(budget, int | float):
-        raise InputError(f"budget must be a number of seconds, got {budget!r}",
-                         fix="e.g. devicebench.advise('seed-rnn', budget=60)")
-    if not math.isfinite(budget) or budget < MIN_ADVISE_BUDGET_S:
-        raise InputError(f"budget must be at least {MIN_ADVISE_BUDGET_S:.0f} s, got {budget}",
-                         why="a search needs time for each candidate's import and set-up",
-                         fix="e.g. budget=60")
-    if baseline is not None and not isinstance(baseline, str):
-        raise InputError(f"baseline must be a string, got {type(baseline).__name__}",
-                         fix="e.g. baseline='backend=tensorflow,device=cpu'")
-    if not isinstance(allow_batch_change, bool):
-        raise InputError(f"allow_batch_change must be True or False, got {allow_batch_change!r}")
-    if db is not None and not isinstance(db, str | Path):
-        raise InputError(f"db must be a path, got {type(db).__name__}",
-                         fix="e.g. db='results.db'")
-    if data is not None and (not isinstance(data, tuple | list) or len(data) != 2):
-        raise InputError(f"data must be a pair (x, y), got {type(data).__name__}",
-                         fix="pass data=(x_train, y_train)")
-    return float(budget)
-
-
 def advise(
     workload_or_model: Any,
     data: tuple[Any, Any] | None = None,
@@ -146,8 +117,9 @@ def advise(
     """
     from devicebench.advisor.job import run_advice
     from devicebench.report.advise import AdviseSpinner
+    from devicebench.validate import check_advise_request
 
-    budget = _check_advise_args(budget, baseline, allow_batch_change, db, data)
+    budget = check_advise_request(budget, baseline, allow_batch_change, db, data, epochs)
     from devicebench.workloads.script import is_script_ref
 
     if isinstance(workload_or_model, str | Path) and is_script_ref(str(workload_or_model)):
@@ -186,11 +158,15 @@ class RunOutcome:
             interleaved group, then any reused by ``resume`` (shown as stored, never
             paired with the new ones).
         notes: skipped backends or precisions, reused results.
+        store_problems: results the database would not take (disk full, locked past
+            the retries), one line each: kept in a side file the next open imports, or
+            only here when even that failed.
     """
 
     run_id: int
     rows: list[ComparisonRow]
     notes: list[str] = field(default_factory=list)
+    store_problems: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[TrialResult]:
@@ -199,6 +175,7 @@ class RunOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return envelope("run", {"run_id": self.run_id, "notes": self.notes,
+                                "store_problems": self.store_problems,
                                 "results": [r.to_dict() for r in self.rows]})
 
 
@@ -258,14 +235,23 @@ def run(
     from devicebench.trials.epochs import fit_estimate
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.summary import compare
+    from devicebench.validate import check_run_request
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
     from devicebench.workloads.script import capture_script, is_script_ref
 
+    req = check_run_request(dict(  # every argument, before anything starts
+        workloads=workloads, backends=backends, devices=devices, precisions=precisions,
+        jits=jits, batch_sizes=batch_sizes, pipelines=pipelines, threads=threads,
+        steps_per_execution=steps_per_execution, seed=seed, rounds=rounds, budget=budget,
+        equivalence_steps=equivalence_steps, timeout=timeout,
+        memory_limit_mib=memory_limit_mib, resume=resume, db=db, argv=argv))
+    names, backends, devices = req["workloads"], req["backends"], req["devices"]
+    precisions, jits, pipelines = req["precisions"], req["jits"], req["pipelines"]
+    batch_sizes, threads = req["batch_sizes"], req["threads"]
     # A training script: its first fit(), captured (or cached), as a workload reference;
     # shown under the script's name.
-    shown = {capture_script(n).ref: n for n in workloads or () if is_script_ref(n)}
-    names = [next((r for r, n in shown.items() if n == w), w)
-             for w in list(workloads or ["seed-rnn"])]
+    shown = {capture_script(n).ref: n for n in names if is_script_ref(n)}
+    names = [next((r for r, n in shown.items() if n == w), w) for w in names]
     for name in names:
         validate_workload_ref(name)
     snapshot = probe_host_layer()
@@ -273,17 +259,30 @@ def run(
         snapshot, names, backends=backends, devices=devices, precisions=precisions,
         jits=jits, batch_sizes=batch_sizes, pipelines=pipelines, threads=threads,
         steps_per_execution=steps_per_execution, seed=seed)
+    limit_bytes = memory_limit_mib * 2**20 if memory_limit_mib else None
+    asked = sorted({b for b in batch_sizes or [] if b})
     for name in names:  # once per user workload, before any trial: type, NaN/Inf, dtype
         first = [s.backend for s in plan.specs if s.workload == name]
-        if first:
-            check_workload_runs(name, first[0], fit=False)
+        if not first:
+            continue
+        # Within the run's own --timeout and --memory-limit; a built-in too when a batch
+        # size is asked for, to learn how many samples it has.
+        samples = check_workload_runs(name, first[0], timeout, fit=False,
+                                      memory_limit_bytes=limit_bytes, builtin=bool(asked))
+        if samples is not None and asked and asked[-1] > samples:
+            raise InputError(f"batch size {asked[-1]:,} is larger than {name}'s {samples:,} "
+                             "training samples",
+                             why="Keras would train on batches of the whole data set, so "
+                                 "the figures would be for a batch size that never ran",
+                             fix=f"pass --batch-size {samples} or smaller")
     options = RunOptions(
         min_rounds=rounds or 5, max_rounds=rounds or 30, budget_seconds=budget,
         equivalence_steps=equivalence_steps, setup_timeout=timeout, block_timeout=timeout,
         memory_limit_bytes=memory_limit_mib * 2**20 if memory_limit_mib else None)
     results: list[TrialResult] = []
     stored: list[TrialResult] = []  # reused by resume: never paired with new ones
-    notes = list(plan.notes)
+    notes = list(plan.notes) + [f"{n} was named more than once: measured once"
+                                for n in req["repeated"]]
     with recorded_run(Path(db) if db else None, snapshot, "run",
                       {"argv": argv if argv is not None else []}) as rec:
         store, machine, run_id = rec.store, rec.machine_id, rec.run_id
@@ -306,7 +305,7 @@ def run(
             try:
                 results += run_workload_group(
                     todo, options, on_event=bar.event if bar else None,
-                    on_result=lambda r: store.add_trial(run_id, r), run_id=run_id,
+                    on_result=rec.keep_trial, run_id=run_id,
                     loss_check=loss_check)
             finally:
                 if bar:
@@ -317,7 +316,7 @@ def run(
     rows = [replace(r, result=replace(r.result, spec=r.result.spec.with_(
         workload=shown[r.result.spec.workload]))) if r.result.spec.workload in shown else r
         for r in rows]
-    return RunOutcome(run_id, rows, [_shown(n, shown) for n in notes])
+    return RunOutcome(run_id, rows, [_shown(n, shown) for n in notes], list(rec.problems))
 
 
 def _shown(text: str, names: dict[str, str]) -> str:
@@ -357,10 +356,12 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
             snapshot file that is not one.
     """
     from devicebench.env.checks import run_checks
-    from devicebench.env.script_check import inspect_script
+    from devicebench.env.script_check import inspect_script, read_script
+    from devicebench.validate import check_doctor_request
 
-    if script is not None:
-        inspect_script(script, None)  # a bad script is bad input before the probe
+    check_doctor_request(script, frameworks, timeout, snapshot, concurrent)
+    # Read once (a pipe gives its text once): a bad script is bad input before the probe.
+    source = read_script(script) if script is not None else None
     if snapshot is not None:
         from devicebench.env.snapshot import load_snapshot
 
@@ -371,7 +372,7 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
         snap = probe_environment(frameworks, timeout=timeout, on_framework=on_framework,
                                  concurrent=concurrent)
     findings = run_checks(snap)
-    read = inspect_script(script, snap) if script is not None else None
+    read = inspect_script(source, snap) if source is not None else None
     if read is not None:
         findings = findings + read.findings
     return DoctorResult(snap, findings, read)

@@ -43,6 +43,11 @@ class InputError(DevicebenchError):
     """A file, argument or option given by the user is missing, unreadable or invalid."""
 
 
+class ArgumentError(InputError, ValueError):
+    """A library call's argument of the wrong type or out of range; also a ValueError,
+    as Python's own argument errors are (``except ValueError`` still catches it)."""
+
+
 class SnapshotError(InputError):
     """An environment snapshot file cannot be used (corrupt, newer schema, wrong shape)."""
 
@@ -60,6 +65,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _WRAPPERS = re.compile(
     r"^(Exception encountered when calling|Graph execution error|Detected at node|"
     r"Arguments received by|Traceback \(most recent call last\)|\[\[|•)")
+
+
+_CALLED = re.compile(r"when calling (\S+\(\))")
 
 
 def strip_ansi(text: str) -> str:
@@ -80,8 +88,14 @@ def cause_line(message: str, limit: int = 300) -> str:
         'bad shape (32, 5)'
     """
     lines = [ln.rstrip() for ln in strip_ansi(message).splitlines() if ln.strip()]
-    for ln in lines:
+    for i, ln in enumerate(lines):
         if not ln[0].isspace() and not _WRAPPERS.match(ln):
+            if ln.endswith("Error encountered:") and i + 1 < len(lines):
+                # Keras' "could not infer the output shape ... Error encountered:" wraps
+                # the exception a layer's call() raised: that exception is the cause.
+                where = _CALLED.search(message)
+                cause = lines[i + 1].strip()
+                return (f"{cause} (raised in {where.group(1)})" if where else cause)[:limit]
             return ln[:limit]
     return lines[0].strip()[:limit] if lines else ""
 

@@ -100,6 +100,7 @@ class AdviceResult:
 def parse_baseline(text: str | None, workload: str, default_backend: str) -> TrialSpec:
     """``backend=tensorflow,device=gpu:0,jit=on,...`` -> TrialSpec (defaults elsewhere)."""
     fields: dict[str, Any] = {"backend": default_backend}
+    given: set[str] = set()
     for item in (text or "").split(","):
         if not item.strip():
             continue
@@ -110,6 +111,11 @@ def parse_baseline(text: str | None, workload: str, default_backend: str) -> Tri
             raise SpecError(f"bad --baseline item {item.strip()!r}",
                             fix="use key=value pairs, e.g. backend=tensorflow,device=cpu,jit=auto")
         value = value.strip()
+        if key in given:  # `backend=jax,backend=tensorflow`: which one is meant?
+            raise SpecError(f"--baseline gives {key} twice ({text!r})",
+                            why="a baseline is one configuration",
+                            fix=f"keep one {key}=..., e.g. backend=tensorflow,device=cpu")
+        given.add(key)
         if key in ("batch_size", "threads", "steps_per_execution", "seed"):
             try:
                 fields[key] = int(value)

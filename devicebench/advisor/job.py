@@ -48,8 +48,10 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.store import recorded_run
     from devicebench.store.ops import latest_ops_run
     from devicebench.trials.plan import installed_backends, validate_spec
+    from devicebench.validate import check_advise_request
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
+    check_advise_request(budget, baseline, allow_batch_change, db, None, epochs)
     validate_workload_ref(workload)
     snapshot = snapshot or probe_host_layer()
     if not installed_backends(snapshot):
@@ -79,10 +81,10 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
             allow_batch_change=allow_batch_change, equivalence_steps=equivalence_steps,
             **workload_facts(workload), epochs=epochs, figures=every.get(spec.device),
             device_figures=every, baseline_reason=why,
-            on_result=lambda r: (rec.store.add_trial(rec.run_id, r),
-                                 on_result(r) if on_result else None),
+            on_result=lambda r: (rec.keep_trial(r), on_result(r) if on_result else None),
             on_event=on_event)
         rec.summary = advice.to_dict()
+    advice.notes.extend(rec.problems)  # results the store would not take: kept aside
     return advice
 
 

@@ -178,6 +178,11 @@ def compare_runs(store: ResultStore, run_a: int, run_b: int, *, workload: str | 
                          fix="pass both, e.g. --config-a jax/gpu:0 --config-b jax/cpu")
     a, b = load_run(store, run_a), load_run(store, run_b)
     ta, tb = _latest_ok(a, workload), _latest_ok(b, workload)
+    if workload is not None and not ta and not tb:  # `--workload nope`: say which exist
+        have = sorted({t.spec.workload for t in a.trials + b.trials})
+        raise InputError(f"no measured {workload!r} in run {a.id} or {b.id}",
+                         fix="pass --workload with one of: " + (", ".join(have) or
+                                                                "(no trials in either run)"))
     out = RunComparison(a.id, b.id, a.label, b.label, machine_differences(a, b))
     if config_a is not None and config_b is not None:
         x, y = _pick(ta, config_a, "a", a), _pick(tb, config_b, "b", b)

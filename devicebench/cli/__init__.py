@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -128,6 +131,30 @@ def command() -> Any:
     return cmd
 
 
+def _output_lost(exc: OSError) -> None:
+    """stdout could not be written (``> /dev/full``, a full disk): one line, exit 1."""
+    try:  # nothing more to stdout, not even Python's flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass
+    print(f"devicebench: error: cannot write the output: {exc.strerror} (errno "
+          f"{exc.errno}) — anything measured is in the results database — fix: free "
+          "some space, or send the output elsewhere (> FILE on another disk)",
+          file=sys.stderr)
+    sys.exit(1)
+
+
+_terminated: list[int] = []
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM ends the command as Ctrl-C does — workers' groups killed, finished trials
+    stored, temporary directories removed — then exits 143; a second one ends at once."""
+    _terminated.append(signum)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -137,11 +164,17 @@ def main() -> None:
     from devicebench.cli.script import main_script_argv
 
     sys.argv[1:] = main_script_argv(sys.argv[1:])  # `devicebench train.py`: the main job
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = command()(standalone_mode=False)
-    except typer.Abort:  # Ctrl-C outside a command's own handler
+        sys.stdout.flush()  # here, not at exit: a full disk is said in one line
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        _output_lost(exc)
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C outside a command's own handler
         print("devicebench: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(143 if _terminated else 130)
     except Exception as exc:
         # click's UsageError and friends (vendored by typer, not public): duck-typed.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
@@ -151,4 +184,6 @@ def main() -> None:
         print(f"devicebench: error: {exc.format_message()} — fix: see `{where} --help`",
               file=sys.stderr)
         sys.exit(exc.exit_code if isinstance(exc.exit_code, int) and exc.exit_code else 2)
+    if _terminated and code == 130:
+        code = 143  # 128 + SIGTERM, as a shell reports a process it ended
     sys.exit(code if isinstance(code, int) else 0)

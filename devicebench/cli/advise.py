@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from devicebench.cli import DB_HELP, app, user_errors
+from devicebench.validate import LIMITS
 
 ADVISE_HELP = """Find the fastest way to train WORKLOAD on this machine, say why, and give the code.
 
@@ -49,13 +50,17 @@ def advise(
         None, "--baseline", help="Your current configuration, e.g. "
         "backend=tensorflow,device=gpu:0,jit=auto (default: the workload's own settings on "
         "the Keras backend you use, on its default device)."),
-    budget: float = typer.Option(120.0, "--budget", min=10.0,
-                                 help="Seconds for the whole search and comparison."),
+    budget: float = typer.Option(120.0, "--budget", min=LIMITS["advise_budget"].lo,
+                                 help="Seconds for the whole search and comparison; a "
+                                 "floor, not a cut-off: the baseline's set-up and three "
+                                 "interleaved rounds always run, and the advice says when "
+                                 "they took longer."),
     allow_batch_change: bool = typer.Option(
         False, "--allow-batch-change", help="Also try larger batch sizes (changes the "
         "training; recommended only if the loss matches)."),
     epochs: int | None = typer.Option(
-        None, "--epochs", min=1, help="Epochs you plan to train: a candidate whose extra "
+        None, "--epochs", min=LIMITS["epochs"].lo, max=LIMITS["epochs"].hi,
+        help="Epochs you plan to train: a candidate whose extra "
         "compilation or warm-up does not pay back within them is not recommended "
         "(default: the workload's own, else 10)."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),

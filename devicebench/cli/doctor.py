@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from devicebench.cli import app, fail, user_errors
+from devicebench.validate import LIMITS
 
 DOCTOR_HELP = """Diagnose this machine's deep-learning setup and say what to fix.
 
@@ -43,7 +44,8 @@ def doctor(
         help="Comma-separated frameworks to import (default: all installed; 'none' to skip).",
     ),
     timeout: float = typer.Option(
-        60.0, "--timeout", min=1.0, help="Seconds allowed for each framework's import."
+        60.0, "--timeout", min=LIMITS["doctor_timeout"].lo,
+        help="Seconds allowed for each framework's import."
     ),
     sequential: bool = typer.Option(
         False, "--sequential",
@@ -55,7 +57,7 @@ def doctor(
 
     if save is not None and save.is_dir():
         fail(f"--save path is a directory: {save} — fix: pass a file name, e.g. {save}/env.json")
-    selected = _parse_frameworks(frameworks) if snapshot is None else None
+    selected = _parse_frameworks(frameworks)  # with --snapshot: refused by the API
     result = run_doctor(script, frameworks=selected, timeout=timeout, snapshot=snapshot,
                         concurrent=not sequential,
                         on_framework=None if json_out or snapshot is not None

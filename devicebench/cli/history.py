@@ -10,19 +10,25 @@ import typer
 
 from devicebench.cli import DB_HELP, app, user_errors
 from devicebench.schema import envelope
+from devicebench.validate import LIMITS
 
 
 @app.command("history", help="List the runs in the results store, newest first.")
 @user_errors
 def history(
-    limit: int = typer.Option(50, "--limit", min=1, help="Show at most N runs."),
+    limit: int = typer.Option(50, "--limit", min=LIMITS["history_limit"].lo,
+                              max=LIMITS["history_limit"].hi, help="Show at most N runs."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
-    from devicebench.store import ResultStore
+    from devicebench.store import ResultStore, default_db_path
     from devicebench.store.runs import run_history
 
-    with ResultStore.open(db) as store:
+    if db is None and not default_db_path().exists():  # a first look, before any run
+        print(f"no runs in {default_db_path()} yet: devicebench run seed-rnn, devicebench "
+              "ops, or devicebench import bundle.json")
+        return
+    with ResultStore.open(db, read_only=True) as store:
         rows = run_history(store, limit)
         where = store.path
     if json_out:
@@ -77,7 +83,7 @@ def compare_cmd(
     from devicebench.analysis.compare import compare_runs
     from devicebench.store import ResultStore
 
-    with ResultStore.open(db) as store:
+    with ResultStore.open(db, read_only=True) as store:
         result = compare_runs(store, run_a, run_b, workload=workload, config_a=config_a,
                               config_b=config_b)
     if json_out:
@@ -99,8 +105,8 @@ def export(
     from devicebench.store import ResultStore
     from devicebench.store.bundle import export_runs, write_bundle
 
-    with ResultStore.open(db) as store:
-        bundle = export_runs(store, list(runs))
+    with ResultStore.open(db, read_only=True) as store:
+        bundle = export_runs(store, list(runs))  # each run once (`export 1 1 1`)
     write_bundle(bundle, out)
     print(f"wrote {out}: {len(bundle['runs'])} run(s); on the other machine: "
           f"devicebench import {out.name}")

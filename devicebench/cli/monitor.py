@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
                   block_steps: int | None = None, db: Path | None = None,
                   store: bool = True) -> int:
     """Run ``command`` with the monitor armed; returns its exit code."""
-    if not command:
+    if not command or not command[0].strip():
         fail("no command to monitor — pass it after --, e.g. "
              "`devicebench monitor -- python train.py`")
     options: dict[str, object] = {}
@@ -74,6 +75,9 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
     env[ENV_VAR] = json.dumps(options) if options else "1"
     env["DEVICEBENCH_MONITOR_PATH"] = package_parent
     env["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir, env.get("PYTHONPATH")) if p)
+    # SIGTERM as before the CLI's handler: the monitored training is the user's own
+    # process, left to its own handling, never killed by us mid-epoch.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         return subprocess.call(command, env=env)
     except FileNotFoundError:

@@ -83,6 +83,12 @@ def ops(
         render_ops(out.analysis)
     if all(r.status != "ok" for r in results):
         raise typer.Exit(1)
+    points = [pt for r in results for pt in r.points]
+    if not any(pt.status == "ok" for pt in points):  # workers ran, nothing was measured
+        failed = sum(pt.status == "error" for pt in points)
+        print(f"devicebench: no op was measured ({failed} of {len(points)} points failed, "
+              "the others skipped); the table above says why", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 class _Progress:

@@ -64,12 +64,12 @@ def report(
                          fix=f"pass one of them, e.g. devicebench report {run_arg}")
     run = run if run is not None else run_arg
     if run is not None and last:
-        raise InputError("a run id and --last both given", fix="pass one of them")
+        raise InputError("a run id (RUN or --run) and --last both given", fix="pass one of them")
     if html is not None:
         from devicebench.report.charts import require_matplotlib
 
         require_matplotlib()
-    with ResultStore.open(db) as store:
+    with ResultStore.open(db, read_only=True) as store:
         rep = build_report(store, run, ops_run_id=ops_run)
     if json_out:
         print(json.dumps(rep.to_dict(), indent=2, default=str))

@@ -12,6 +12,7 @@ from devicebench import api
 from devicebench.cli import DB_HELP, app, user_errors
 from devicebench.errors import SpecError
 from devicebench.schema import envelope
+from devicebench.validate import LIMITS
 
 RUN_HELP = """Measure training speed per backend, device and configuration.
 
@@ -25,14 +26,18 @@ Lists are comma-separated: --backend tensorflow,jax.
 """
 
 
-def _split(value: str | None) -> list[str] | None:
+def _split(value: str | None, name: str = "") -> list[str] | None:
     if value is None:
         return None
-    return [v.strip() for v in value.split(",") if v.strip()]
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:  # `--backend ""` is not "every backend"
+        raise SpecError(f"--{name or 'option'} is empty", fix=f"leave --{name} out for the "
+                        "default, or name at least one value")
+    return items
 
 
 def _ints(value: str | None, name: str) -> list[int | None] | None:
-    items = _split(value)
+    items = _split(value, name)
     if items is None:
         return None
     out: list[int | None] = []
@@ -45,8 +50,9 @@ def _ints(value: str | None, name: str) -> list[int | None] | None:
         except ValueError:
             raise SpecError(f"{name} must be a positive integer, got {item!r}",
                             fix=f"e.g. --{name} 32 or --{name} 32,64") from None
-        if n <= 0:
-            raise SpecError(f"{name} must be a positive integer, got {n}",
+        limit = LIMITS[name.replace("-", "_")]
+        if not limit.lo <= n <= (limit.hi or n):
+            raise SpecError(f"{name} must be from {limit.lo:,} to {limit.hi:,}, got {n}",
                             fix=f"e.g. --{name} 32")
         out.append(n)
     return out
@@ -70,19 +76,26 @@ def run(
     pipeline: str | None = typer.Option(None, "--pipeline", help="arrays, tf.data."),
     threads: str | None = typer.Option(None, "--threads",
                                        help="Intra-op threads (default: all cores)."),
-    steps_per_execution: int = typer.Option(1, "--steps-per-execution", min=1),
-    seed: int | None = typer.Option(None, "--seed", help="Data and weight seed."),
-    rounds: int | None = typer.Option(None, "--rounds", min=1,
+    steps_per_execution: int = typer.Option(1, "--steps-per-execution",
+                                            min=LIMITS["steps_per_execution"].lo,
+                                            max=LIMITS["steps_per_execution"].hi),
+    seed: int | None = typer.Option(None, "--seed", help="Data and weight seed.",
+                                    min=LIMITS["seed"].lo, max=LIMITS["seed"].hi),
+    rounds: int | None = typer.Option(None, "--rounds", min=LIMITS["rounds"].lo,
+                                      max=LIMITS["rounds"].hi,
                                       help="Exactly N interleaved rounds (default: 5 to 30, "
                                            "until the CI is within ±3% or the budget ends)."),
-    budget: float = typer.Option(60.0, "--budget", min=1.0,
+    budget: float = typer.Option(60.0, "--budget", min=LIMITS["budget"].lo,
                                  help="Seconds of measuring per workload, after warm-up."),
-    equivalence_steps: int = typer.Option(50, "--equivalence-steps", min=1,
+    equivalence_steps: int = typer.Option(50, "--equivalence-steps",
+                                          min=LIMITS["equivalence_steps"].lo,
+                                          max=LIMITS["equivalence_steps"].hi,
                                           help="Steps whose losses are compared."),
-    timeout: float = typer.Option(api.default_of(api.run, "timeout"), "--timeout", min=1.0,
+    timeout: float = typer.Option(api.default_of(api.run, "timeout"), "--timeout",
+                                  min=LIMITS["timeout"].lo,
                                   help="Seconds allowed for a trial's setup or one block."),
     memory_limit: int | None = typer.Option(
-        None, "--memory-limit", min=1, metavar="MiB",
+        None, "--memory-limit", min=LIMITS["memory_limit_mib"].lo, metavar="MiB",
         help="Resident-memory limit per worker, its framework included (TensorFlow alone "
              "takes ~0.5 GB): the worker is killed there and the trial recorded as oom "
              "with the peak seen."),
@@ -94,9 +107,10 @@ def run(
     from devicebench.api import run as run_trials
 
     outcome = run_trials(
-        list(workloads or ["seed-rnn"]), backends=_split(backend), devices=_split(device),
-        precisions=_split(precision), jits=_split(jit),
-        batch_sizes=_ints(batch_size, "batch-size"), pipelines=_split(pipeline),
+        list(workloads or ["seed-rnn"]), backends=_split(backend, "backend"),
+        devices=_split(device, "device"), precisions=_split(precision, "precision"),
+        jits=_split(jit, "jit"),
+        batch_sizes=_ints(batch_size, "batch-size"), pipelines=_split(pipeline, "pipeline"),
         threads=_ints(threads, "threads"), steps_per_execution=steps_per_execution,
         seed=seed, rounds=rounds, budget=budget, equivalence_steps=equivalence_steps,
         timeout=timeout, memory_limit_mib=memory_limit, resume=resume, db=db,
@@ -108,8 +122,13 @@ def run(
 
         render_comparison(outcome.rows, notes=outcome.notes)
     # Exit status: 0 every trial ok, 1 any trial not ok (said on stderr with the count;
-    # the others' results stand), 2 bad input before any trial, 130 interrupted.
+    # the others' results stand) or a result the store would not take (kept aside), 2 bad
+    # input before any trial, 130 interrupted.
+    for line in outcome.store_problems:  # measured, shown above, not (yet) in the store
+        print(f"devicebench: {line}", file=sys.stderr)
     failed = [r.status for r in outcome.failed]
+    if outcome.store_problems and not failed:
+        raise typer.Exit(1)
     if failed:
         counts = ", ".join(f"{s} {failed.count(s)}" for s in dict.fromkeys(failed))
         print(f"devicebench: {len(failed)} of {len(outcome.rows)} trials did not end ok "

@@ -272,8 +272,21 @@ class EnvSnapshot:
                 fix="upgrade devicebench: pip install -U devicebench",
             )
         _migrate(data)
-        return build_dataclass(cls, data, what="snapshot field",
+        snap = build_dataclass(cls, data, what="snapshot field",
                                why="the file was edited by hand or written by another program")
+        if not data.get("host"):  # diagnosing it would print "OS  []"
+            raise SnapshotError("snapshot has no host (OS, CPU, Python)",
+                                why="every check starts from the host",
+                                fix="re-save it with `devicebench doctor --save FILE`")
+        counts = {"host.cpu_cores_physical": snap.host.cpu_cores_physical,
+                  "host.cpu_cores_logical": snap.host.cpu_cores_logical,
+                  "host.ram_bytes": snap.host.ram_bytes}
+        bad = next((k for k, v in counts.items() if v is not None and v < 0), None)
+        if bad:
+            raise SnapshotError(f"snapshot field {bad}: expected a count >= 0, got "
+                                f"{counts[bad]}", fix="re-save it with `devicebench doctor "
+                                "--save FILE`")
+        return snap
 
 
 class _FieldError(Exception):
@@ -347,6 +360,8 @@ def _build(tp: Any, value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise _FieldError(path, "an object", value)
         hints = typing.get_type_hints(tp)
+        if value and not set(value) & set(hints):  # {"bogus": 1}: none of its fields
+            raise _FieldError(path, f"an object with {tp.__name__}'s fields", value)
         kwargs = {}
         for f in dataclasses.fields(tp):
             if f.name in value:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.launch.child import PARENT_PID_VAR
-from devicebench.launch.process import exit_status, kill_group, tail
+from devicebench.launch.memory import MemoryWatch
+from devicebench.launch.process import end_group, exit_status, kill_group, sigkill_detail, tail
 
 
 @dataclass(frozen=True)
@@ -44,16 +45,18 @@ class WorkerOutcome:
     stdout_tail: str
     stderr_tail: str
     wall_seconds: float
+    memory: str = ""  # set when a memory limit killed it: the peak seen and the limit
 
     def describe(self) -> str:
         """One line saying how the process ended, for error findings and tables."""
+        if self.memory:
+            return self.memory
         if self.status == "timeout":
             return f"timed out after {self.wall_seconds:.0f} s (process group killed)"
+        if self.signal_name == "SIGKILL":
+            return f"process {sigkill_detail(self.status)}"
         if self.status == "crashed":
             return f"process killed by {self.signal_name} (exit {self.returncode})"
-        if self.status == "oom":
-            return (f"process killed by {self.signal_name} (exit {self.returncode}; the "
-                    "kernel's out-of-memory killer is its usual sender)")
         if self.status == "error":
             return f"process exited with code {self.returncode}"
         return "ok"
@@ -66,6 +69,7 @@ def run_worker(
     timeout: float,
     env: dict[str, str] | None = None,
     python: str | None = None,
+    memory_limit_bytes: int | None = None,
 ) -> WorkerOutcome:
     """Run ``python -m module RESULT_FILE *args`` in its own process group.
 
@@ -79,6 +83,8 @@ def run_worker(
             variables (KERAS_BACKEND, CUDA_VISIBLE_DEVICES, ...) here: they take effect
             before any framework import in the child.
         python: interpreter to use (default: this one).
+        memory_limit_bytes: kill the group when its resident memory reaches this
+            (status ``oom``, :attr:`WorkerOutcome.memory` saying the peak).
 
     Returns:
         a :class:`WorkerOutcome`; never raises for anything the child does.
@@ -103,6 +109,7 @@ def run_worker(
                      PARENT_PID_VAR: str(os.getpid())},
                 start_new_session=True,
             )
+            watch = MemoryWatch(proc.pid, memory_limit_bytes) if memory_limit_bytes else None
             timed_out = False
             try:
                 proc.wait(timeout=timeout)
@@ -113,6 +120,10 @@ def run_worker(
                 # Ctrl-C in the parent: never leave an orphaned worker behind.
                 kill_group(proc)
                 raise
+            finally:
+                end_group(proc.pid)  # whatever the worker's user code started
+                if watch is not None:
+                    watch.stop()
         wall = time.perf_counter() - start
         result: dict[str, Any] | None = None
         if result_path.exists():
@@ -123,7 +134,10 @@ def run_worker(
                 result = None
         rc = proc.returncode
         status, sig_name = exit_status(rc)
-        if timed_out:
+        memory = watch.describe() if watch is not None and watch.exceeded else ""
+        if memory:
+            status = "oom"
+        elif timed_out:
             status, sig_name = "timeout", ""
         elif status == "ok" and result is None:
             status = "error"
@@ -135,4 +149,5 @@ def run_worker(
             stdout_tail=tail(out_path),
             stderr_tail=tail(err_path),
             wall_seconds=wall,
+            memory=memory,
         )

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from devicebench.launch.child import PARENT_PID_VAR
 from devicebench.launch.memory import MemoryWatch
-from devicebench.launch.process import exit_status, kill_group, tail
+from devicebench.launch.process import end_group, exit_status, kill_group, sigkill_detail, tail
 
 
 class WorkerFailure(Exception):
@@ -209,6 +209,8 @@ class WorkerProcess:
             return WorkerFailure("oom", self.memory.describe(), text,
                                  peak_rss_bytes=self.memory.peak_bytes)
         status, name = exit_status(rc)
+        if name == "SIGKILL":
+            return WorkerFailure(status, f"worker {sigkill_detail(status)}", text)
         if name:
             return WorkerFailure(status, f"worker killed by {name}", text)
         if "MemoryError" in text or "out of memory" in text.lower():
@@ -221,6 +223,7 @@ class WorkerProcess:
             self.memory.stop()
         if self.proc.poll() is None:
             kill_group(self.proc)
+        end_group(self.proc.pid)  # what the workload started, the leader gone
 
     def begin_close(self) -> None:
         """Ask the worker to exit (end of its commands) without waiting for it."""
@@ -238,6 +241,7 @@ class WorkerProcess:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
+        end_group(self.proc.pid)  # every trial end, not only a timeout or Ctrl-C
         if self.memory is not None:
             self.memory.stop()
         os.close(self._res_fd)

@@ -223,6 +223,16 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
     why = "given"
     if baseline is None:
         baseline, why = default_baseline(snapshot, workload)
+    elif profile.record(baseline) is None:  # refused up front, not "the baseline failed"
+        from devicebench.errors import InputError
+
+        recs = profile.workloads.get(workload, [])
+        have = ", ".join(sorted({r.spec.label for r in recs})) or "none"
+        example = (f" (e.g. --baseline backend={recs[0].spec.backend},"
+                   f"device={recs[0].spec.device})" if recs else "")
+        raise InputError(f"profile {profile.name} has no {workload} trial for the baseline "
+                         f"{baseline.label}", why="a replay can only serve what was recorded",
+                         fix=f"pass a recorded configuration: {have}{example}")
     clock = VirtualClock()
     figures = {d: f for d in profile.figures if (f := profile.device_figures(d))}
     advice = advise_workload(

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.errors import InputError
-from devicebench.ops.result import OpsWorkerResult
+from devicebench.store.bundle_check import check_bundle_runs
 from devicebench.store.db import ResultStore
 from devicebench.store.ops import add_ops_result
 from devicebench.store.runs import StoredRun, load_run
-from devicebench.trials.result import TrialResult
 
 BUNDLE_FORMAT = "devicebench-bundle"
 BUNDLE_SCHEMA = 1
@@ -59,7 +58,8 @@ def run_to_bundle_entry(run: StoredRun) -> dict[str, Any]:
 
 
 def export_runs(store: ResultStore, run_ids: list[int]) -> dict[str, Any]:
-    """A bundle (a JSON-able dict) of the given runs.
+    """A bundle (a JSON-able dict) of the given runs, each once (``export 1 1 1``
+    exports run 1 once: a bundle holds runs, not requests).
 
     Raises:
         InputError: a run id is not in this database.
@@ -68,7 +68,8 @@ def export_runs(store: ResultStore, run_ids: list[int]) -> dict[str, Any]:
 
     return {"format": BUNDLE_FORMAT, "schema_version": BUNDLE_SCHEMA,
             "devicebench_version": __version__, "exported_at": _now(),
-            "runs": [run_to_bundle_entry(load_run(store, rid)) for rid in run_ids]}
+            "runs": [run_to_bundle_entry(load_run(store, rid))
+                     for rid in dict.fromkeys(run_ids)]}  # each run once, in order
 
 
 def write_bundle(bundle: dict[str, Any], path: str | Path) -> None:
@@ -161,22 +162,14 @@ def import_bundle(store: ResultStore, bundle: dict[str, Any],
     imported run is deleted again (with its rows), so no partial run is left behind.
 
     Raises:
-        InputError: the bundle is malformed (the message names the run and the field).
+        InputError: the bundle is malformed (the message names the run, the trial and
+            the field); every field is checked before anything is written.
     """
     check_bundle(bundle, source)
     out = ImportResult()
-    for i, entry in enumerate(bundle["runs"]):
-        try:
-            m = entry["machine"]
-            command, started = str(entry["command"]), str(entry["started_at"])
-            trials = [TrialResult.from_dict(t) for t in entry.get("trials", [])]
-            ops = [OpsWorkerResult.from_dict(w) for w in entry.get("ops", [])]
-            fingerprint = str(m["fingerprint"])
-            m["snapshot"]  # noqa: B018 - required
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{source}: run {i + 1} cannot be read ({type(exc).__name__}: "
-                             f"{exc})", fix="export it again with `devicebench export`"
-                             ) from None
+    for entry, trials, ops in check_bundle_runs(bundle["runs"], source):  # all, first
+        m = entry["machine"]
+        command, started, fingerprint = entry["command"], entry["started_at"], m["fingerprint"]
         existing = _existing_run(store, fingerprint, started, command)
         if existing is not None:
             out.skipped.append(existing)

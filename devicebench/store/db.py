@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ import platformdirs
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import StoreError
 from devicebench.store.fingerprint import machine_fingerprint
+from devicebench.store.pending import import_pending, kept_aside_note, set_aside, with_retry
+from devicebench.store.readonly import connect_read_only
 from devicebench.store.schema import CURRENT_SCHEMA, MOVED_KEYS, apply_migrations, schema_version
 from devicebench.trials.result import TrialResult
 
@@ -46,6 +48,17 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def _disk_full(path: str) -> bool:
+    """Whether the filesystem holding ``path`` has no space left (SQLite reports a full
+    disk at open as an I/O error or "unable to open")."""
+    import shutil
+
+    try:
+        return path != MEMORY and shutil.disk_usage(Path(path).resolve().parent).free < 2**16
+    except OSError:
+        return False
+
+
 def _error(exc: BaseException, path: str, doing: str) -> StoreError:
     """Translate a sqlite3 error into one line: what, why, fix."""
     msg = str(exc)
@@ -62,15 +75,17 @@ def _error(exc: BaseException, path: str, doing: str) -> StoreError:
             why="the file is corrupt or is not an SQLite file",
             fix=f"move {path} away (a new one is created) or pass --db NEW.db",
         )
+    if "disk is full" in low or (("unable to open" in low or "i/o error" in low)
+                                 and _disk_full(path)):
+        return StoreError(f"cannot write results database {path}: the disk is full "
+                          f"({doing}: {msg})",
+                          fix="free some space or pass --db PATH on another disk")
     if "readonly" in low or "unable to open" in low or "i/o error" in low:
         return StoreError(
             f"cannot write results database {path} ({doing}: {msg})",
             why="the file or its directory is not writable",
             fix="check the permissions, or pass --db PATH in a writable directory",
         )
-    if "disk is full" in low:
-        return StoreError(f"cannot write results database {path}: the disk is full",
-                          fix="free some space or pass --db PATH on another disk")
     if isinstance(exc, sqlite3.IntegrityError) and "foreign key" in low:
         return StoreError(f"{doing}: it refers to a machine or run not in {path}",
                           fix="add the machine / start the run in this database first")
@@ -109,14 +124,20 @@ class ResultStore:
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path | None = None, *,
-             busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> ResultStore:
+    def open(cls, path: str | Path | None = None, *, busy_timeout_ms: int | None = None,
+             read_only: bool = False) -> ResultStore:
         """Open (creating and migrating as needed) the database at ``path``.
 
         Args:
             path: the file; None = :func:`default_db_path` (its directory is created);
                 ``":memory:"`` = a throwaway in-memory database.
-            busy_timeout_ms: how long to wait for another process's write lock.
+            busy_timeout_ms: how long to wait for another process's write lock
+                (default ``BUSY_TIMEOUT_MS``).
+            read_only: only to read it: a missing file is an InputError (none is
+                created), a file this user cannot write is read as it is.
+
+        Results an earlier run could not write (its side file, see
+        :mod:`devicebench.store.pending`) are imported here.
 
         Raises:
             StoreError: the location is not writable or is a directory, the file is
@@ -124,7 +145,13 @@ class ResultStore:
         """
         if path is None:
             path = default_db_path()
+        if busy_timeout_ms is None:
+            busy_timeout_ms = BUSY_TIMEOUT_MS
         where = str(path)
+        if read_only and where != MEMORY:
+            ro = connect_read_only(Path(path))
+            if ro is not None:
+                return cls(ro, where)
         if where != MEMORY:
             _prepare_location(Path(path))
         conn: sqlite3.Connection | None = None
@@ -154,7 +181,9 @@ class ResultStore:
             if conn is not None:
                 conn.close()
             raise _error(exc, where, "opening") from None
-        return cls(conn, where)
+        store = cls(conn, where)
+        import_pending(where, store.add_trial, store.finish_run, TrialResult.from_dict)
+        return store
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -353,6 +382,19 @@ class RecordedRun:
     machine_id: int
     run_id: int
     summary: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)  # results kept aside, one line each
+
+    def keep_trial(self, result: TrialResult) -> None:
+        """Store a finished trial, retrying with backoff; if the database still refuses
+        (disk full, locked), set it aside for the next open and say so in ``problems``:
+        never raises a StoreError, so nothing measured is thrown away."""
+        try:
+            with_retry(lambda: self.store.add_trial(self.run_id, result))
+        except StoreError as exc:
+            aside = set_aside(self.store.path, {"kind": "trial", "run_id": self.run_id,
+                                                "result": result.to_dict()})
+            self.problems.append(kept_aside_note(self.store.path, exc, aside,
+                                                 f"trial {result.spec.label}"))
 
 
 @contextmanager
@@ -372,6 +414,12 @@ def recorded_run(db: str | Path | None, snapshot: EnvSnapshot, command: str,
         machine_id = store.add_machine(snapshot)
         run = RecordedRun(store, machine_id, store.start_run(machine_id, command, options))
         yield run
-        store.finish_run(run.run_id, summary=run.summary)
+        try:
+            with_retry(lambda: store.finish_run(run.run_id, summary=run.summary))
+        except StoreError as exc:
+            aside = set_aside(store.path, {"kind": "finish", "run_id": run.run_id,
+                                           "summary": run.summary})
+            run.problems.append(kept_aside_note(store.path, exc, aside,
+                                                f"the end of run {run.run_id}"))
     finally:
         store.close()

@@ -117,9 +117,9 @@ class TrialSession:
         self.x, self.y = data.x, data.y
         self.validation = data.validation  # timed at the first measured blocks
         self.validation_timings = 0  # steady passes timed so far (the first apart)
-        self.batch = spec.batch_size or workload.batch_size
+        self.batch = min(spec.batch_size or workload.batch_size, len(self.x))  # what runs
         self.steps_per_epoch = max(1, math.ceil(len(self.x) / self.batch))
-        model = workload.build_model(keras)
+        model = workload.built_model(keras)
         jit = {"auto": "auto", "on": True, "off": False}[spec.jit]
         model.compile(loss=workload.loss, optimizer=workload.optimizer(keras),
                       metrics=list(workload.metrics) or None, jit_compile=jit,

@@ -84,6 +84,16 @@ class Workload:
     tags: tuple[str, ...] = ()
     epochs: int | None = None
 
+    def built_model(self, keras: Any) -> Any:
+        """``build_model(keras)``, checked: a TypeError that says so when it is not a
+        Keras model (a str, None), not "'str' object has no attribute 'compile'" later."""
+        model = self.build_model(keras)
+        if not (hasattr(model, "compile") and hasattr(model, "fit")):
+            raise TypeError(f"build_model returned {type(model).__name__}, not a keras.Model;"
+                            " it must return keras.Sequential([...]) or keras.Model(inputs, "
+                            "outputs), uncompiled")
+        return model
+
     def flops_per_step(self, batch_size: int | None = None) -> float | None:
         """Analytic training FLOPs for one optimizer step at ``batch_size``."""
         if self.flops_per_sample is None:
@@ -129,3 +139,4 @@ def data_problem(data: TrainData) -> tuple[str, str] | None:
                             f"clean {label} first, e.g. drop the rows with "
                             f"~np.isfinite({label}).any(axis=1), or np.nan_to_num({label})")
     return None
+

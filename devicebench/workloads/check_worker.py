@@ -34,7 +34,7 @@ def check(ref: str, fit: bool = True) -> dict:
         return {"ok": True, "samples": len(data.x)}
     import keras
 
-    model = workload.build_model(keras)
+    model = workload.built_model(keras)
     model.compile(loss=workload.loss, optimizer=workload.optimizer(keras))
     try:
         model.test_on_batch(data.x[:2], data.y[:2])

@@ -27,6 +27,44 @@ def _split(ref: str) -> tuple[str, str]:
     return target, func
 
 
+def _bound_names(target: ast.expr) -> set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Tuple | ast.List):
+        return {n for elt in target.elts for n in _bound_names(elt)}
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return set()
+
+
+def _top_level_names(body: list[ast.stmt]) -> tuple[set[str], bool]:
+    """The names a module binds at its top level (functions, classes, assignments,
+    ``w = lambda: ...``, imports, those inside top-level ``if``/``try``/``with``), and
+    whether a ``from x import *`` makes the set open-ended."""
+    names: set[str] = set()
+    star = False
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {n for t in node.targets for n in _bound_names(t)}
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            names |= _bound_names(node.target)
+        elif isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            star = star or any(a.name == "*" for a in node.names)
+            names |= {a.asname or a.name for a in node.names if a.name != "*"}
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            if isinstance(node, ast.If | ast.Try | ast.With | ast.ExceptHandler) \
+                    and hasattr(node, block):
+                inner = getattr(node, block)
+                sub, sub_star = _top_level_names(inner)
+                names |= sub
+                star = star or sub_star
+    return names, star
+
+
 def is_builtin(ref: str) -> bool:
     from devicebench.workloads import BUILTIN_WORKLOADS
 
@@ -44,6 +82,14 @@ def validate_workload_ref(ref: str) -> None:
         get_workload(ref)  # raises SpecError listing the built-in names
         return
     target, func = _split(ref)
+    try:
+        Path(target).stat()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a 5,000-character name (ENAMETOOLONG), a loop, no access
+        raise SpecError(f"workload file {target[:80]}{'...' if len(target) > 80 else ''} "
+                        f"cannot be read: {exc.strerror or exc}",
+                        fix="pass a shorter, readable path: path/to/file.py:function") from None
     if not target.endswith(".py") and Path(target).is_file():
         raise SpecError(f"workload file {target} is not a Python file",
                         fix="point at a .py file: path/to/file.py:function "
@@ -55,13 +101,14 @@ def validate_workload_ref(ref: str) -> None:
             raise SpecError(f"workload file {what}: {path}", fix="check the path")
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (SyntaxError, UnicodeDecodeError) as exc:
+        except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
             raise SpecError(f"workload file {path} does not parse: {exc}",
                             fix="fix the syntax error") from None
-        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.Assign)}
-        names |= {t.id for n in tree.body if isinstance(n, ast.Assign)
-                  for t in n.targets if isinstance(t, ast.Name)}
-        if func not in names:
+        except OSError as exc:
+            raise SpecError(f"workload file {path} cannot be read: {exc.strerror or exc}",
+                            fix="check the file's permissions") from None
+        names, star = _top_level_names(tree.body)
+        if func not in names and not star:
             raise SpecError(f"no function {func!r} in {path}",
                             fix=f"define `def {func}(): return Workload(...)` in it")
     elif importlib.util.find_spec(target.split(".")[0]) is None:
@@ -84,6 +131,10 @@ def load_workload(ref: str) -> Workload:
             raise SpecError(f"cannot load workload file {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
+        # As `python file.py` does: the file's own directory first on sys.path, so a
+        # sibling `from common import ...` resolves.
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
         spec.loader.exec_module(module)
     else:
         module = importlib.import_module(target)
@@ -100,12 +151,18 @@ def load_workload(ref: str) -> Workload:
 
 
 def check_workload_runs(ref: str, backend: str, timeout: float = 180.0, *,
-                        fit: bool = True) -> None:
+                        fit: bool = True, memory_limit_bytes: int | None = None,
+                        builtin: bool = False) -> int | None:
     """Load a user workload in a throwaway worker and check its type and data.
 
     Built-in workloads are known good and skipped. ``run``, ``advise`` and the Python
     API call this once per user workload, before any trial; ``fit=False`` (``run``)
     stops after the data checks, leaving a model that fails to build to the trials.
+    ``timeout`` and ``memory_limit_bytes`` are the run's own (``--timeout``,
+    ``--memory-limit``); ``builtin=True`` checks a built-in too (to learn its size).
+
+    Returns:
+        the number of training samples (None for a built-in skipped).
 
     Raises:
         SpecError: (one line, exit 2) a function that does not load or returns the wrong
@@ -116,14 +173,17 @@ def check_workload_runs(ref: str, backend: str, timeout: float = 180.0, *,
 
     from devicebench.launch import run_worker, worker_env
 
-    if is_builtin(ref):
-        return
+    if is_builtin(ref) and not builtin:
+        return None
     env = worker_env(backend, "cpu", base=dict(os.environ))
     args = [ref] if fit else [ref, "--no-fit"]
-    out = run_worker("devicebench.workloads.check_worker", args, timeout=timeout, env=env)
+    out = run_worker("devicebench.workloads.check_worker", args, timeout=timeout, env=env,
+                     memory_limit_bytes=memory_limit_bytes)
     if out.result is None:
         raise SpecError(f"workload {ref} could not be loaded: {out.describe()}",
                         fix="run its function by hand to see the error")
     if not out.result.get("ok"):
         raise SpecError(f"workload {ref}: {out.result.get('what')}",
                         fix=out.result.get("fix") or "run its function by hand to see why")
+    samples = out.result.get("samples")
+    return int(samples) if isinstance(samples, int) else None

@@ -30,7 +30,11 @@ def is_keras_ref(ref: str) -> bool:
 
 
 def split_ref(ref: str) -> tuple[Path, Path | None]:
-    model, _, data = ref.partition(SEPARATOR)
+    model, sep, data = ref.partition(SEPARATOR)
+    if sep and not data.strip():  # `model.keras::`: a data file was meant, none named
+        raise InputError(f"no data file after '{SEPARATOR}' in {ref!r}",
+                         fix=f"pass {model}{SEPARATOR}data.npz, or {model} alone for "
+                             "synthetic data")
     return Path(model), (Path(data) if data else None)
 
 
@@ -85,7 +89,8 @@ def _load_arrays(path: Path) -> dict[str, Any]:
                                      fix="save it as np.savez(path, ..., epochs=20)")
                 out["epochs"] = int(epochs)
             return out
-    except (KeyError, ValueError, OSError) as exc:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        # a truncated .npz is a BadZipFile (a zip archive cut short)
         raise InputError(f"cannot read arrays x and y from {path} ({exc})",
                          fix="save them with np.savez(path, x=x_train, y=y_train)") from None
 

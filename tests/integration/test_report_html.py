@@ -202,7 +202,10 @@ def test_commands_end_to_end(tmp_path):
 
 
 def test_bad_input_is_one_line(tmp_path):
+    from devicebench.store import ResultStore
+
     db = tmp_path / "empty.db"
+    ResultStore.open(db).close()  # an empty store: reading never creates one
     assert_one_line_error(run_cli("report", "--db", str(db)), "no run with results")
     assert_one_line_error(run_cli("report", "--run", "3", "--last", "--db", str(db)), "--run")
     assert_one_line_error(run_cli("compare", "1", "1", "--db", str(db)), "same run")

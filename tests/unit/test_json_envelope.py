@@ -26,6 +26,7 @@ def _envelope(res, kind: str) -> dict:
 
 def test_every_quick_command_prints_the_envelope(tmp_path):
     db = ["--db", str(tmp_path / "r.db")]
+    ResultStore.open(tmp_path / "r.db").close()  # history reads a store, never creates one
     assert _envelope(run_cli("history", "--json", *db), "history")["runs"] == []
     assert run_cli("import", str(FIXTURES / "bundles" / "h200.json"), *db).returncode == 0
     runs = _envelope(run_cli("history", "--json", *db), "history")["runs"]

@@ -17,6 +17,7 @@ LAYERS = (
     "errors", "fmt", "schema", "measure",  # leaves: no devicebench import
     "launch",  # worker processes
     "backends",  # per-framework code (run in workers)
+    "validate",  # one check of every request's arguments (the CLI's limits), for CLI and API
     "env",  # probe -> snapshot -> checks; script check
     "workloads",
     "trials",  # specs, results, the worker protocol, the engine

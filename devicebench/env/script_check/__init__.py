@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,12 @@ from devicebench.env.script_check import (
     torch_rules,
 )
 from devicebench.env.script_check.context import RULES, Context
-from devicebench.env.script_check.source import read_notebook, read_text
+from devicebench.env.script_check.source import Notebook, read_notebook, read_text
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 
-__all__ = ["RULES", "ScriptReport", "check_script", "check_source", "inspect_script"]
+__all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_source",
+           "inspect_script", "read_script"]
 # importing the rule modules registers their rules
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, tf_rules, jax_rules,
                  torch_rules, shape_rules, placement_rules, data_rules)
@@ -70,7 +71,63 @@ class ScriptReport:
                 "findings": len(self.findings)}
 
 
-def inspect_script(path: str | Path, snapshot: EnvSnapshot | None = None) -> ScriptReport:
+MAX_SOURCE_CHARS = 2**20
+MAX_REPEATS = 10  # findings of one rule listed; the rest summed up in the last one
+
+
+def cap_repeats(findings: list[Finding], keep: int = MAX_REPEATS) -> list[Finding]:
+    """At most ``keep`` findings of each rule; the last one kept says how many more
+    there are, and where the next ones are (a script with one pitfall on 120,000 lines
+    gives 10 findings, not 120,000)."""
+    by_id: dict[str, list[int]] = {}
+    for i, f in enumerate(findings):
+        by_id.setdefault(f.id, []).append(i)
+    out = list(findings)
+    drop: set[int] = set()
+    for idxs in by_id.values():
+        if len(idxs) <= keep:
+            continue
+        rest = idxs[keep:]
+        where = ", ".join(findings[i].location for i in rest[:3]) + (
+            ", ..." if len(rest) > 3 else "")
+        last = idxs[keep - 1]
+        out[last] = replace(findings[last], observed=f"{findings[last].observed} (and "
+                            f"{len(rest):,} more like it: {where})")
+        drop.update(rest)
+    return [f for i, f in enumerate(out) if i not in drop]
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    """A script or notebook read once and parsed (:func:`read_script`): what
+    :func:`inspect_script` checks, so a pipe (``/dev/stdin``, ``<(...)``) is read once."""
+
+    path: str
+    kind: str  # "script" | "notebook"
+    text: str
+    tree: ast.Module
+    notebook: Notebook | None = None
+
+
+def read_script(path: str | Path) -> ScriptSource:
+    """Read and parse a script or notebook, once.
+
+    Raises:
+        InputError: as :func:`inspect_script`.
+    """
+    p = Path(path)
+    nb = read_notebook(p) if p.suffix.lower() == ".ipynb" and not p.is_dir() else None
+    text = nb.source if nb is not None else read_text(p)
+    if len(text) > MAX_SOURCE_CHARS:  # the rules take ~5 s a MB here: bound the time
+        raise InputError(f"script {p} has {len(text) / 2**20:.1f} MB of Python, over the "
+                         f"{MAX_SOURCE_CHARS // 2**20} MB devicebench reads",
+                         why="a training script is kilobytes; this is generated code or data",
+                         fix="pass the training script itself (the file that calls fit)")
+    return ScriptSource(str(p), "notebook" if nb else "script", text, _parse(text, str(p)), nb)
+
+
+def inspect_script(path: str | Path | ScriptSource,
+                   snapshot: EnvSnapshot | None = None) -> ScriptReport:
     """Read a training script or notebook (never run it) and report what was read and found.
 
     ``.ipynb`` files are read cell by cell: code cells are joined in order (IPython magics
@@ -81,16 +138,16 @@ def inspect_script(path: str | Path, snapshot: EnvSnapshot | None = None) -> Scr
         InputError: the file is missing, a directory, unreadable, not text, not a notebook
             (``.ipynb``) or does not parse.
     """
-    p = Path(path)
-    if p.suffix.lower() == ".ipynb" and not p.is_dir():
-        nb = read_notebook(p)
+    src = path if isinstance(path, ScriptSource) else read_script(path)
+    p, nb = Path(src.path), src.notebook
+    if nb is not None:
         findings = check_source(nb.source, filename=str(p), snapshot=snapshot,
-                                directory=p.parent, _cells=nb.cell_of)
-        return ScriptReport(str(p), "notebook", len(nb.origin), findings, nb.code_cells,
-                            nb.skipped)
-    text = read_text(p)
-    findings = check_source(text, filename=str(p), snapshot=snapshot, directory=p.parent)
-    return ScriptReport(str(p), "script", len(text.splitlines()), findings)
+                                directory=p.parent, _cells=nb.cell_of, _tree=src.tree)
+        return ScriptReport(str(p), "notebook", len(nb.origin), cap_repeats(findings),
+                            nb.code_cells, nb.skipped)
+    findings = check_source(src.text, filename=str(p), snapshot=snapshot, directory=p.parent,
+                            _tree=src.tree)
+    return ScriptReport(str(p), "script", len(src.text.splitlines()), cap_repeats(findings))
 
 
 def check_script(path: str | Path, snapshot: EnvSnapshot | None = None) -> list[Finding]:
@@ -117,7 +174,8 @@ def check_script(path: str | Path, snapshot: EnvSnapshot | None = None) -> list[
 def check_source(source: str, filename: str = "<script>",
                  snapshot: EnvSnapshot | None = None, *,
                  directory: Path | None = None,
-                 _cells: Callable[[int], tuple[int, int]] | None = None) -> list[Finding]:
+                 _cells: Callable[[int], tuple[int, int]] | None = None,
+                 _tree: ast.Module | None = None) -> list[Finding]:
     """Check Python source text: :func:`check_script` without the file handling.
 
     ``directory``: where the script's own modules live; imports of them are read too
@@ -130,18 +188,23 @@ def check_source(source: str, filename: str = "<script>",
         >>> check_source("model.compile(run_eagerly=True)")[0].id
         'script.run-eagerly'
     """
+    tree = _tree if _tree is not None else _parse(source, filename)
+    ctx = Context(tree, source.splitlines(), filename, snapshot, cells=_cells,
+                  directory=directory)
+    for r in RULES.values():
+        r.check(ctx)
+    return ctx.findings()
+
+
+def _parse(source: str, filename: str) -> ast.Module:
     try:
-        tree = ast.parse(source, filename=filename)
+        return ast.parse(source, filename=filename)
     except SyntaxError as exc:
         raise InputError(f"script {filename} does not parse: line {exc.lineno}: {exc.msg}",
                          why="devicebench reads the script with Python's parser (never runs it)",
                          fix=f"fix the syntax at {filename}:{exc.lineno} "
                              f"(`python -m py_compile {filename}` shows it)") from None
     except (ValueError, RecursionError, MemoryError) as exc:
-        raise InputError(f"script {filename} cannot be parsed: {exc}",
+        raise InputError(f"script {filename} cannot be parsed: "
+                         f"{str(exc) or type(exc).__name__}",
                          fix="pass a plain-text Python training script") from None
-    ctx = Context(tree, source.splitlines(), filename, snapshot, cells=_cells,
-                  directory=directory)
-    for r in RULES.values():
-        r.check(ctx)
-    return ctx.findings()

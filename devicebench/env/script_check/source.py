@@ -5,31 +5,78 @@ from __future__ import annotations
 import ast
 import io
 import json
+import os
+import select
+import stat
+import time
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 from devicebench.errors import InputError
 
+MAX_FILE_BYTES = 64 * 2**20  # read no more (``/dev/zero``, a huge notebook)
+PIPE_WAIT_S = 10.0  # a pipe or FIFO that gives nothing for this long is refused
+
+
+def _read_bounded(p: Path) -> bytes:
+    """The bytes of ``p``, read once, at most MAX_FILE_BYTES + 1 of them, never blocking
+    for more than PIPE_WAIT_S on a pipe: a FIFO with no writer opens at once
+    (O_NONBLOCK) and is refused after the wait instead of hanging."""
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        chunks: list[bytes] = []
+        size = 0
+        deadline = time.monotonic() + PIPE_WAIT_S
+        while size <= MAX_FILE_BYTES:
+            try:
+                chunk: bytes | None = os.read(fd, 1 << 16)
+            except BlockingIOError:  # a pipe whose writer has not written yet
+                chunk = None
+            if chunk:
+                chunks.append(chunk)
+                size += len(chunk)
+                continue
+            if chunk == b"" and (size or not stat.S_ISFIFO(mode)):
+                break  # the end of the file, or of what the pipe's writer sent
+            if time.monotonic() > deadline:
+                raise InputError(f"script {p} is a pipe that sent nothing in "
+                                 f"{PIPE_WAIT_S:.0f} s (no writer, or a stalled one)",
+                                 fix=f"write the script to it (`cat train.py > {p}`) or "
+                                     "pass the file itself")
+            if chunk is None:
+                select.select([fd], [], [], 0.1)
+            else:  # EOF before any byte: no writer yet; select would not wait
+                time.sleep(0.05)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
 
 def read_text(path: str | Path) -> str:
-    """The source text of ``path``.
+    """The source text of ``path``, read once (a pipe such as ``/dev/stdin`` works).
 
     Raises:
-        InputError: missing, a directory, unreadable, binary, or not decodable.
+        InputError: missing, a directory, unreadable, binary, not decodable, over 64 MiB,
+            or a pipe that sends nothing within 10 s.
     """
     p = Path(path)
     if p.is_dir():
         raise InputError(f"script path is a directory: {p}",
                          fix="pass the training script itself, e.g. path/to/train.py")
     try:
-        data = p.read_bytes()
+        data = _read_bounded(p)
     except FileNotFoundError:
         raise InputError(f"script not found: {p}",
                          fix="check the path and the current directory") from None
     except OSError as exc:
         raise InputError(f"cannot read script {p}: {exc.strerror or exc}",
                          fix="check the file's permissions") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"script {p} is over {MAX_FILE_BYTES // 2**20} MiB",
+                         why="a training script is a text file of kilobytes",
+                         fix="pass the .py training script or the .ipynb notebook")
     if b"\x00" in data:
         raise InputError(f"script {p} is a binary file, not Python source",
                          fix="pass the .py training script")
@@ -108,7 +155,12 @@ def read_notebook(path: str | Path) -> Notebook:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         src = cell.get("source", "")
-        src = "".join(src) if isinstance(src, list) else str(src)
+        if isinstance(src, list) and all(isinstance(x, str) for x in src):
+            src = "".join(src)
+        elif not isinstance(src, str):
+            raise InputError(f"notebook {p}: cell {number}'s source is {src!r:.40}, not text",
+                             why="Jupyter stores a cell's code as a string or a list of lines",
+                             fix="open and save it in Jupyter, or pass the .py script")
         lines = _unmagic(src.splitlines())
         code += 1
         try:
