@@ -4,21 +4,19 @@
 ``TrainingMonitor`` arguments (``{"csv_path": "m.csv", "stop_on_nan": true}``).
 ``devicebench monitor -- python train.py`` sets it and puts a ``sitecustomize`` on the
 child's ``PYTHONPATH`` that calls :func:`install_from_env`; a script may also call it
-itself. Keras is not imported here: ``keras.Model.fit`` is wrapped when the script
-imports Keras (the backend it chose is kept), or at once if it already has.
+itself. Keras is not imported here: ``keras.Model.fit`` is wrapped by the attach seam
+(:mod:`devicebench.backends.fit_seam`, shared with ``advise train.py``) when the script
+imports Keras in any style (the backend it chose is kept), or at once if it already has.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.abc
-import importlib.machinery
 import json
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any
 
+from devicebench.backends.fit_seam import attach_fit, patch_model
 from devicebench.keras import ENV_VAR
 
 ALLOWED_OPTIONS = ("batch_size", "block_steps", "target_block_seconds", "csv_path",
@@ -62,16 +60,11 @@ def _numbered(path: Any, n: int) -> Any:
     return f"{root}-fit{n}{ext}" if ext else os.path.join(path, f"fit{n}")
 
 
-def patch_fit(keras_module: Any, options: dict[str, Any]) -> None:
-    """Wrap ``keras.Model.fit`` so each call without a TrainingMonitor gets one."""
-    model_cls = keras_module.Model
-    if getattr(model_cls.fit, "_devicebench_monitor", False):
-        return
-    original = model_cls.fit
+def monitor_wrapper(options: dict[str, Any]):
+    """The seam's fit wrapper: each fit call without a TrainingMonitor gets one."""
     fits = {"n": 0}
 
-    @functools.wraps(original)
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrap(original: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         from devicebench.keras.callback import TrainingMonitor
 
         callbacks = list(kwargs.get("callbacks") or [])
@@ -83,46 +76,14 @@ def patch_fit(keras_module: Any, options: dict[str, Any]) -> None:
                     opts[key] = _numbered(opts[key], fits["n"])
             callbacks.append(TrainingMonitor(**opts))
             kwargs["callbacks"] = callbacks
-        return original(self, *args, **kwargs)
+        return original(model, *args, **kwargs)
 
-    fit._devicebench_monitor = True  # type: ignore[attr-defined]
-    model_cls.fit = fit
+    return wrap
 
 
-class _KerasImportHook(importlib.abc.MetaPathFinder):
-    """Finds ``keras`` with the other finders and patches it once it has executed."""
-
-    def __init__(self, options: dict[str, Any]) -> None:
-        self.options = options
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "keras":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        exec_module = loader.exec_module
-        options = self.options
-
-        def exec_and_patch(module: Any) -> None:
-            exec_module(module)
-            try:
-                patch_fit(module, options)
-            except Exception as exc:  # never break the user's import
-                print(f"devicebench monitor: not attached ({type(exc).__name__}: {exc})",
-                      file=sys.stderr)
-
-        loader.exec_module = exec_and_patch  # type: ignore[method-assign]
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        return spec
+def patch_fit(keras_module: Any, options: dict[str, Any]) -> None:
+    """Wrap ``keras.Model.fit`` so each call without a TrainingMonitor gets one."""
+    patch_model(keras_module, monitor_wrapper(options))
 
 
 def install_from_env(environ: dict[str, str] | None = None) -> bool:
@@ -141,8 +102,5 @@ def install_from_env(environ: dict[str, str] | None = None) -> bool:
     except ValueError as exc:
         print(f"devicebench monitor: not attached: {exc}", file=sys.stderr)
         return False
-    if "keras" in sys.modules:
-        patch_fit(sys.modules["keras"], options)
-    else:
-        sys.meta_path.insert(0, _KerasImportHook(options))
+    attach_fit(monitor_wrapper(options), who="devicebench monitor")
     return True
