@@ -95,7 +95,7 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
     except PermissionError:
         fail(f"cannot execute {command[0]} (permission denied) — run it through its "
              "interpreter, e.g. `devicebench monitor -- python train.py`")
-    line = signal_death_line(code)
+    line = signal_death_line(code, stored=store)
     if line:
         print(f"devicebench monitor: {line}", file=sys.stderr)
     return code if code >= 0 else 128 - code

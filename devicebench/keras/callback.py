@@ -235,7 +235,10 @@ class TrainingMonitor(keras.callbacks.Callback):
             logs.update(_epoch_logs(rec))
         if self._csv is not None:
             self._csv.epoch(rec)
-        self._flush_store(EPOCH_FLUSH_SECONDS)
+        # The first epoch's blocks at once (a fit killed in epoch 2 keeps them), later
+        # ones when a second has passed: a commit per tiny epoch would be overhead.
+        first = self._recorder is not None and self._recorder.stored == 0
+        self._flush_store(0.0 if first else EPOCH_FLUSH_SECONDS)
         self.log.overhead_seconds += self.clock() - t
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:

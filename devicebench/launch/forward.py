@@ -78,8 +78,9 @@ def _wait_portable(proc: subprocess.Popen[bytes]) -> int:  # pragma: no cover - 
         signal.signal(signal.SIGINT, old_int)
 
 
-def signal_death_line(code: int) -> str:
+def signal_death_line(code: int, stored: bool = True) -> str:
     """One line for a child killed by a signal (``code`` < 0); "" otherwise.
+    ``stored``: say that the measured blocks are in the store.
 
     Example:
         >>> signal_death_line(-9)[:46]
@@ -94,5 +95,6 @@ def signal_death_line(code: int) -> str:
         name = f"signal {n}"
     hint = HINTS.get(name, "")
     return (f"the script was killed by {name} (signal {n})" + (f": {hint}" if hint else "")
-            + f"; exit code {128 + n}; the blocks measured so far are in the store "
-              "(devicebench history)")
+            + f"; exit code {128 + n}"
+            + ("; the blocks measured so far are in the store (devicebench history)"
+               if stored else ""))
