@@ -28,6 +28,12 @@ from typing import Any
 from devicebench.errors import InputError
 from devicebench.ops.result import OpsWorkerResult
 from devicebench.store.db import ResultStore
+from devicebench.store.monitor import (
+    MONITOR_COMMAND,
+    add_monitor_blocks,
+    load_monitor_blocks,
+    monitor_blocks_from_bundle,
+)
 from devicebench.store.ops import add_ops_result
 from devicebench.store.runs import StoredRun, load_run
 from devicebench.trials.result import TrialResult
@@ -66,9 +72,14 @@ def export_runs(store: ResultStore, run_ids: list[int]) -> dict[str, Any]:
     """
     from devicebench import __version__
 
+    runs = []
+    for rid in run_ids:
+        entry = run_to_bundle_entry(load_run(store, rid))
+        if entry["command"] == MONITOR_COMMAND:  # a monitored fit: its timed blocks
+            entry["monitor_blocks"] = load_monitor_blocks(store, rid)
+        runs.append(entry)
     return {"format": BUNDLE_FORMAT, "schema_version": BUNDLE_SCHEMA,
-            "devicebench_version": __version__, "exported_at": _now(),
-            "runs": [run_to_bundle_entry(load_run(store, rid)) for rid in run_ids]}
+            "devicebench_version": __version__, "exported_at": _now(), "runs": runs}
 
 
 def write_bundle(bundle: dict[str, Any], path: str | Path) -> None:
@@ -171,6 +182,7 @@ def import_bundle(store: ResultStore, bundle: dict[str, Any],
             command, started = str(entry["command"]), str(entry["started_at"])
             trials = [TrialResult.from_dict(t) for t in entry.get("trials", [])]
             ops = [OpsWorkerResult.from_dict(w) for w in entry.get("ops", [])]
+            blocks = monitor_blocks_from_bundle(entry.get("monitor_blocks"))
             fingerprint = str(m["fingerprint"])
             m["snapshot"]  # noqa: B018 - required
         except (KeyError, TypeError, ValueError) as exc:
@@ -197,6 +209,7 @@ def import_bundle(store: ResultStore, bundle: dict[str, Any],
                 store.add_trial(run_id, t)
             for w in ops:
                 add_ops_result(store, run_id, w)
+            add_monitor_blocks(store, run_id, blocks, 0)
         except BaseException:
             with store._write("undoing a partial import") as c:
                 c.execute("DELETE FROM runs WHERE id = ?", (run_id,))

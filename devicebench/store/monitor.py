@@ -116,3 +116,29 @@ def latest_monitor_run(store: ResultStore, machine_id: int) -> int | None:
                         "finished_at IS NOT NULL ORDER BY id DESC LIMIT 1",
                         (machine_id, MONITOR_COMMAND)).fetchone()
     return int(row[0]) if row else None
+
+
+_REQUIRED = {"epoch": int, "first_step": int, "steps": int, "seconds": float, "kind": str}
+_OPTIONAL = {"memory_current": int, "memory_peak": int, "gpu_busy": float, "loss": float}
+
+
+def monitor_blocks_from_bundle(data: Any) -> list[dict[str, Any]]:
+    """A bundle entry's ``monitor_blocks`` checked and typed (None: no blocks).
+
+    Raises:
+        TypeError, KeyError, ValueError: not a list of blocks (the importer names the run).
+    """
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise TypeError(f"monitor_blocks is a {type(data).__name__}, not a list")
+    out = []
+    for b in data:
+        if not isinstance(b, dict):
+            raise TypeError(f"a monitor block is a {type(b).__name__}, not an object")
+        block = {k: t(b[k]) for k, t in _REQUIRED.items()}
+        block.update({k: None if b.get(k) is None else t(b[k]) for k, t in _OPTIONAL.items()})
+        if block["steps"] < 0 or block["seconds"] < 0:
+            raise ValueError("a monitor block has negative steps or seconds")
+        out.append(block)
+    return out
