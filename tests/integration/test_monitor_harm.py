@@ -141,8 +141,12 @@ def test_sigkill_of_the_script_exits_137_and_keeps_the_flushed_blocks(tmp_path: 
 
 
 @requires_jax
-def test_sigterm_to_the_wrapper_reaches_the_script_which_records_and_dies(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig,code,word,ended", [
+    (signal.SIGTERM, 143, "SIGTERM (signal 15): terminated", "terminated"),
+    (signal.SIGINT, 130, "SIGINT (signal 2): interrupted", "interrupted"),  # kill -INT
+])
+def test_a_signal_to_the_wrapper_reaches_the_script_which_records_and_dies(
+        sig: int, code: int, word: str, ended: str, tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "devicebench", "monitor", "--db", str(db),
                              "--", *_cmd(tmp_path, action="wait")], env=_env("jax"),
@@ -151,12 +155,12 @@ def test_sigterm_to_the_wrapper_reaches_the_script_which_records_and_dies(
     while not (tmp_path / "ready").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "the script never trained"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err[-2000:]
-    assert "killed by SIGTERM (signal 15): terminated" in err
+    assert proc.returncode == code, err[-2000:]
+    assert f"killed by {word}" in err
     child = int((tmp_path / "pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # not left training with PPID 1
     run, blocks = _only_run(db)
-    assert run.options["ended"] == "terminated" and run.finished_at and blocks
+    assert run.options["ended"] == ended and run.finished_at and blocks
