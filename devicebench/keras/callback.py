@@ -50,7 +50,8 @@ def _default_printer(line: str) -> None:
 
 
 def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
-    """A Keras hook that never raises into the user's fit: the monitor's own failure is
+    """A Keras hook (or the per-block work of the per-step one, which stays a bare
+    integer comparison) that never raises into the user's fit: the monitor's own failure is
     one warning line, then it stops measuring (what it measured so far is kept).
     KeyboardInterrupt and SystemExit pass through: they are the user's."""
 
@@ -62,6 +63,7 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
             hook(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the training must go on
             self._off = True
+            self._boundary = sys.maxsize  # the per-step comparison never fires again
             self._warn(f"stopped measuring this fit ({one_line(exc)}); the training "
                        "continues unaffected")
 
@@ -201,7 +203,6 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._open_step = None
         self._epoch_start = self.clock()
 
-    @_guarded
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._last_begin = batch
         if batch >= self._boundary:
@@ -273,6 +274,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         return self.log.final_line()
 
     # -- internals -----------------------------------------------------------------------
+    @_guarded
     def _at_boundary(self, step: int) -> None:
         now = self.clock()
         if self._open_step is not None:

@@ -118,9 +118,11 @@ def load_run(store: ResultStore, run_id: int) -> StoredRun:
 
 def latest_run_id(store: ResultStore, commands: tuple[str, ...] | None = None,
                   machine_id: int | None = None) -> int | None:
-    """The newest run (optionally of ``commands``, on ``machine_id``) that stored results."""
+    """The newest run (optionally of ``commands``, on ``machine_id``) that stored results
+    (trials, an op sweep, or a monitored fit's blocks)."""
     sql = ("SELECT r.id FROM runs r WHERE (EXISTS (SELECT 1 FROM trials t WHERE t.run_id = r.id)"
-           " OR EXISTS (SELECT 1 FROM ops_runs o WHERE o.run_id = r.id))")
+           " OR EXISTS (SELECT 1 FROM ops_runs o WHERE o.run_id = r.id)"
+           " OR EXISTS (SELECT 1 FROM monitor_blocks b WHERE b.run_id = r.id))")
     args: list[Any] = []
     if commands:
         sql += f" AND r.command IN ({', '.join('?' for _ in commands)})"

@@ -77,6 +77,8 @@ def test_history_report_export_import_of_a_monitored_fit(tmp_path: Path) -> None
     assert [p["step"] for p in mon["points"]][-1] == 96
     assert all(p["ms_per_step"] > 0 and p["samples_per_s"] > 0 for p in mon["points"])
     assert mon["steady_step_s"] == pytest.approx(m["steady_step_seconds"])
+    newest = json.loads(run_cli("report", "--json", "--db", str(db)).stdout)
+    assert newest["run_id"] == monitor_id  # --last: the newest run with results
     md = run_cli("report", str(monitor_id), "--db", str(db)).stdout
     assert "Monitored fit" in md and "train\\_mlp.py" in md and "The answer" not in md
     assert "seed-rnn" not in md and "mnist-cnn" not in md  # the H200 run's workloads

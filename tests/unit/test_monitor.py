@@ -339,3 +339,23 @@ def test_a_wide_spread_gets_a_caution_and_what_to_do(times: list[float], caution
     assert line.startswith("steady ") and spread in line
     assert f"caution: the step time is uncertain ({spread}" in line and caution in line
     assert summary["spread_caution"] in line
+
+
+@pytest.mark.parametrize("bad", [{"not": "a list"}, [{"epoch": 0}], [{"epoch": 0,
+                                 "first_step": 0, "steps": -3, "seconds": 0.1,
+                                 "kind": "block"}]])
+def test_a_bundle_with_malformed_monitor_blocks_is_refused_and_adds_nothing(bad) -> None:
+    from devicebench.errors import InputError
+    from devicebench.store.bundle import export_runs, import_bundle
+
+    with ResultStore.open(":memory:") as src:
+        rid = save_monitor_run(src, EnvSnapshot(), {"argv": ["train.py"]},
+                               [{"epoch": 0, "first_step": 0, "steps": 10, "seconds": 0.1,
+                                 "kind": "block"}], {"steps": 10})
+        bundle = export_runs(src, [rid])
+    assert bundle["runs"][0]["monitor_blocks"][0]["steps"] == 10
+    bundle["runs"][0]["monitor_blocks"] = bad
+    with ResultStore.open(":memory:") as dst:
+        with pytest.raises(InputError, match="run 1 cannot be read"):
+            import_bundle(dst, bundle, "b.json")
+        assert dst.runs() == []
