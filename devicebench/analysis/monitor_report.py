@@ -94,6 +94,9 @@ def monitor_figures(run: StoredRun, blocks: list[dict[str, Any]]) -> MonitorFigu
             memory_peak_bytes=b.get("memory_peak"), gpu_busy=b.get("gpu_busy"),
             loss=b.get("loss"), kind=str(b["kind"])))
     notes: list[str] = []
+    ended = digest["ended"]
+    if run.finished_at is None and ended == "running":
+        ended = "never ended (the process was killed, or is still training)"
     steady = summary.get("steady_step_seconds")
     ci = summary.get("steady_ci")
     n_steady = int(summary.get("steady_blocks") or 0)
@@ -101,16 +104,16 @@ def monitor_figures(run: StoredRun, blocks: list[dict[str, Any]]) -> MonitorFigu
         full = [p.ms_per_step / 1e3 for p in points if p.kind == "block"]
         steady = statistics.median(full) if full else None
         n_steady = len(full)
-        notes.append(f"run {run.id} did not end normally ({digest['ended']}): the steady "
-                     "step time is the median of its stored full blocks, without a CI")
+        notes.append("no summary was stored with the fit: the steady step time is the "
+                     "median of its stored full blocks, without a CI")
     if digest["ended"] not in ("completed", "running", "unknown"):
-        notes.append(f"the fit ended: {digest['ended']}"
+        notes.append(f"the fit ended: {ended}"
                      + (f" ({o.get('end_detail')})" if o.get("end_detail") else ""))
     peaks = [p.memory_peak_bytes for p in points if p.memory_peak_bytes is not None]
     train = sum(float(b["seconds"]) for b in blocks)
     return MonitorFigures(
         run_id=run.id, script=digest["script"], argv=digest["argv"], fit=digest["fit"],
-        ended=digest["ended"], end_detail=str(o.get("end_detail") or ""),
+        ended=ended, end_detail=str(o.get("end_detail") or ""),
         backend=str(o.get("backend") or ""), model=str(o.get("model") or ""),
         params=o.get("params"), batch_size=batch, steps=digest["steps"],
         train_seconds=float(summary.get("train_seconds") or train),

@@ -218,7 +218,8 @@ def render_html(report: RunReport) -> str:
     body.append(_environment(report))
     for i, w in enumerate(report.workloads):
         body.append(_workload(i, w))
-    body.append(_ops(report))
+    if report.monitor is None:
+        body.append(_ops(report))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>devicebench report — {_e(report.run_label)}</title>"

@@ -83,8 +83,9 @@ def monitor_chart(chart_id: str, m: MonitorFigures) -> charts.Chart | None:
     if any(p.samples_per_s for p in m.points):
         panels.append(("samples/s", [p.samples_per_s or float("nan") for p in m.points]))
     if any(p.memory_peak_bytes for p in m.points):
-        panels.append(("peak memory (MB)", [(p.memory_peak_bytes or float("nan")) / 1e6
-                                            for p in m.points]))
+        # MiB, as fmt_bytes writes the table's peak memory
+        panels.append(("peak memory (MiB)", [(p.memory_peak_bytes or float("nan")) / 2**20
+                                             for p in m.points]))
     fig = charts._figure(7.5, 1.0 + 1.6 * len(panels))
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     steps = [p.step for p in m.points]
