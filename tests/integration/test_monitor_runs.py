@@ -1,11 +1,13 @@
 """Monitored runs are first-class (a real tiny TF fit, TensorFlow imported first as in
-the TF tutorials, through `devicebench monitor`; a real SQLite file): history shows the
+the TF tutorials, through `devicebench monitor` with its summary line, CSV and
+TensorBoard files; a real SQLite file): history shows the
 script, fit, steps and steady step time; `report RUN` renders the fit's own blocks (not
 another run's training figures, even with a training run on the same machine); export
 and import carry the blocks."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import sys
@@ -44,8 +46,18 @@ def test_history_report_export_import_of_a_monitored_fit(tmp_path: Path) -> None
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("KERAS_BACKEND", None)
-    res = run_cli("monitor", "--db", str(db), "--", sys.executable, str(script), env=env)
+    res = run_cli("monitor", "--db", str(db), "--csv", str(tmp_path / "steps.csv"),
+                  "--tensorboard", str(tmp_path / "tb"), "--", sys.executable, str(script),
+                  env=env)
     assert res.returncode == 0 and "trained" in res.stdout, res.stderr[-3000:]
+    (summary_line,) = [ln for ln in res.stderr.splitlines() if "devicebench monitor:" in ln]
+    assert "steady " in summary_line and "ms/step" in summary_line
+    with (tmp_path / "steps.csv").open() as f:
+        assert sum(r["row"] == "epoch" for r in csv.DictReader(f)) == 3
+    if has_module("tensorboard"):
+        from tests.integration.test_monitor import tb_scalars
+
+        assert len(tb_scalars(tmp_path / "tb" / "train")["epoch_loss"]) == 3
     with ResultStore.open(db) as store:
         monitor_id = store.runs(1)[0].id
         blocks = load_monitor_blocks(store, monitor_id)
