@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from devicebench.analysis.monitor_report import MonitorFigures, monitor_figures
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.fmt import fmt_bytes, fmt_rate
@@ -23,7 +24,13 @@ from devicebench.ops.analysis import analyse
 from devicebench.schema import envelope
 from devicebench.store.db import ResultStore
 from devicebench.store.ops import fullest_ops_run
-from devicebench.store.runs import TRAINING_COMMANDS, StoredRun, latest_run_id, load_run
+from devicebench.store.runs import (
+    MONITOR_COMMAND,
+    TRAINING_COMMANDS,
+    StoredRun,
+    latest_run_id,
+    load_run,
+)
 from devicebench.trials.epochs import fit_estimate
 from devicebench.trials.headline import Headline, device_partner, headline
 from devicebench.trials.result import TrialResult
@@ -114,6 +121,7 @@ class RunReport:
     workloads: list[WorkloadFigures] = field(default_factory=list)
     ops: OpsSection | None = None
     notes: list[str] = field(default_factory=list)
+    monitor: MonitorFigures | None = None  # a monitored fit: its blocks, nothing else
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -362,6 +370,12 @@ def build_report(store: ResultStore, run_id: int | None,
     if run.finished_at is None:
         report.notes.append(f"run {run.id} did not finish (interrupted): what it stored is "
                             "shown")
+    if run.command == MONITOR_COMMAND:
+        # A monitored fit is its own story: no other run's training figures beside it.
+        from devicebench.store.monitor import load_monitor_blocks
+
+        report.monitor = monitor_figures(run, load_monitor_blocks(store, run.id))
+        return report
     training = run if run.command in TRAINING_COMMANDS else None
     ops_run = run if run.ops else None
     if ops_run_id is not None:

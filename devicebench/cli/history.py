@@ -51,11 +51,27 @@ def history(
         if r.ops_workers:
             results += (", " if results else "") + f"{r.ops_workers} op workers"
         state = "" if r.finished_at else " (interrupted)"
+        workloads = ", ".join(r.workloads)
+        if r.monitor is not None:
+            results, workloads = _monitor_cells(r.monitor)
+            if r.finished_at and r.monitor["ended"] not in ("completed", "unknown"):
+                state = f" ({r.monitor['ended']})"
         machine = r.cpu + (f", {r.gpu}" if r.gpu else "")
         table.add_row(str(r.id), r.started_at[:19].replace("T", " "), r.command + state,
-                      machine, results or "-", ", ".join(r.workloads) or "-",
+                      machine, results or "-", workloads or "-",
                       r.imported_from or "here")
     con.print(table)
+
+
+def _monitor_cells(m: dict) -> tuple[str, str]:
+    """(results, workloads) cells of a monitored fit: fit, steps, steady step time; the
+    script."""
+    from devicebench.fmt import fmt_duration
+
+    steady = m.get("steady_step_seconds")
+    fit = f"fit {m['fit']}: " if m.get("fit") else ""
+    figure = f"steady {fmt_duration(steady)}/step" if steady else "no steady figure"
+    return f"{fit}{m['steps']} steps, {figure}", str(m.get("script") or "-")
 
 
 COMPARE_HELP = """Compare the same workload and configuration in two stored runs (A and B:

@@ -3,10 +3,11 @@ unmodified script. The parent only starts the child (no framework is imported he
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
-import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -22,7 +23,11 @@ MONITOR_HELP = "\n\n".join([
     "The script runs with DEVICEBENCH_MONITOR set (its value: the monitor's options as "
     "JSON) and a sitecustomize on PYTHONPATH; a script can also call "
     "devicebench.keras.install_from_env() itself. Results go to the SQLite store as a "
-    "run tagged 'monitor' unless --no-store.",
+    "run tagged 'monitor' unless --no-store (devicebench history, devicebench report RUN).",
+    "The store, --csv and --tensorboard are checked before the script starts (exit 2 if one "
+    "cannot be written); after that the monitor never stops the training: a failure of its "
+    "own is one warning line. SIGINT and SIGTERM are passed to the script; a script killed "
+    "by signal N exits 128+N.",
 ])
 
 
@@ -51,10 +56,18 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
                   tensorboard: Path | None = None, stop_on_nan: bool = False,
                   block_steps: int | None = None, db: Path | None = None,
                   store: bool = True) -> int:
-    """Run ``command`` with the monitor armed; returns its exit code."""
+    """Run ``command`` with the monitor armed; returns its exit code (128+N when a
+    signal N killed it, as a shell reports it).
+
+    The store, CSV and TensorBoard targets are checked first: a bad one is one line and
+    exit 2, and the script is not started.
+    """
+    from devicebench.launch.forward import run_forwarding_signals, signal_death_line
+
     if not command or not command[0].strip():
         fail("no command to monitor — pass it after --, e.g. "
              "`devicebench monitor -- python train.py`")
+    check_targets(csv=csv, tensorboard=tensorboard, db=db if store else None, store=store)
     options: dict[str, object] = {}
     if csv is not None:
         options["csv_path"] = str(csv.resolve())
@@ -79,11 +92,58 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
     # process, left to its own handling, never killed by us mid-epoch.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        return subprocess.call(command, env=env)
+        code = run_forwarding_signals(command, env)
     except FileNotFoundError:
         fail(f"no such program: {command[0]} — give the command as you would run it, "
              "e.g. `devicebench monitor -- python train.py`")
     except PermissionError:
         fail(f"cannot execute {command[0]} (permission denied) — run it through its "
              "interpreter, e.g. `devicebench monitor -- python train.py`")
-    return 2
+    line = signal_death_line(code, stored=store)
+    if line:
+        print(f"devicebench monitor: {line}", file=sys.stderr)
+    return code if code >= 0 else 128 - code
+
+
+def check_targets(*, csv: Path | None, tensorboard: Path | None, db: Path | None,
+                  store: bool) -> None:
+    """Exit 2 with one line unless every output of the monitor can be written."""
+    from devicebench.errors import DevicebenchError, InputError
+    from devicebench.store import ResultStore
+
+    if csv is not None:
+        if csv.is_dir():
+            raise InputError(f"--csv {csv} is a directory",
+                             fix=f"pass a file name, e.g. --csv {csv / 'steps.csv'}")
+        _writable_dir(csv.parent, f"--csv {csv}")
+        if csv.exists() and not os.access(csv, os.W_OK):
+            raise InputError(f"--csv {csv} is not writable", fix="pass another file")
+    if tensorboard is not None:
+        if tensorboard.exists() and not tensorboard.is_dir():
+            raise InputError(f"--tensorboard {tensorboard} is a file, not a directory",
+                             fix="pass a directory (created if missing), e.g. "
+                                 "--tensorboard logs")
+        if importlib.util.find_spec("tensorboardX") is None:
+            raise InputError("--tensorboard needs tensorboardX, which is not installed",
+                             why="it writes the event files without TensorFlow",
+                             fix="pip install 'devicebench[tensorboard]'")
+        _writable_dir(tensorboard, f"--tensorboard {tensorboard}")
+    if store:
+        try:
+            ResultStore.open(db).close()
+        except DevicebenchError as exc:
+            raise InputError(f"the monitor cannot record in the store: {exc.message}",
+                             fix="pass --db NEW.db, or --no-store") from None
+
+
+def _writable_dir(path: Path, what: str) -> None:
+    from devicebench.errors import InputError
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{what}: cannot create {path} ({exc.strerror or exc})",
+                         fix="pass a path in a writable directory") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{what}: the directory {path} is not writable",
+                         fix="pass a path in a writable directory")

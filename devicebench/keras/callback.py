@@ -13,6 +13,7 @@ monitor's own code is measured and reported.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -21,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import keras
-import numpy as np
 
-from devicebench.errors import ArgumentError
+from devicebench.keras.args import check_monitor_args
 from devicebench.keras.core import (
     BLOCK,
     FIRST,
@@ -37,13 +37,38 @@ from devicebench.keras.core import (
 )
 from devicebench.keras.memory import MemoryReader, memory_reader
 from devicebench.keras.nvml import DEFAULT_INTERVAL, NvmlRead, NvmlSampler, nvml_reader
+from devicebench.keras.probe import fit_batch_size, make_probe
+from devicebench.keras.recorder import FLUSH_SECONDS, StoreRecorder, one_line
 from devicebench.keras.sinks import CsvSink, TensorBoardSink
 
 MAX_PRINTED_STALLS = 5
+_FITS = {"n": 0}  # monitored fit() calls in this process, for the store
+EPOCH_FLUSH_SECONDS = 1.0  # at an epoch's end, store new blocks if this long since the last
 
 
 def _default_printer(line: str) -> None:
     print(f"devicebench monitor: {line}", file=sys.stderr, flush=True)
+
+
+def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
+    """A Keras hook (or the per-block work of the per-step one, which stays a bare
+    integer comparison) that never raises into the user's fit: the monitor's own failure is
+    one warning line, then it stops measuring (what it measured so far is kept).
+    KeyboardInterrupt and SystemExit pass through: they are the user's."""
+
+    @functools.wraps(hook)
+    def run(self: TrainingMonitor, *args: Any, **kwargs: Any) -> None:
+        if self._off:
+            return
+        try:
+            hook(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - the training must go on
+            self._off = True
+            self._boundary = sys.maxsize  # the per-step comparison never fires again
+            self._warn(f"stopped measuring this fit ({one_line(exc)}); the training "
+                       "continues unaffected")
+
+    return run
 
 
 class TrainingMonitor(keras.callbacks.Callback):
@@ -80,7 +105,7 @@ class TrainingMonitor(keras.callbacks.Callback):
                  nvml_read: Callable[[], NvmlRead] | None = None, verbose: int = 1,
                  printer: Callable[[str], None] | None = None) -> None:
         super().__init__()
-        _check_monitor_args(locals())
+        check_monitor_args(locals())
         self.batch_size = batch_size
         self.block_steps = block_steps
         self.target_block_seconds = target_block_seconds
@@ -99,6 +124,8 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.log = MonitorLog()
         self.nvml_status = "off"
         self.store_run_id: int | None = None
+        self.fit_number = 0  # which monitored fit() of this process the last one was
+        self._recorder: StoreRecorder | None = None
         self._reset_fit_state()
 
     def _reset_fit_state(self) -> None:
@@ -118,27 +145,54 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._csv: CsvSink | None = None
         self._tb: TensorBoardSink | None = None
         self._probe: Callable[[], float | None] = lambda: None
+        self._off = False
+
+    def _warn(self, line: str) -> None:
+        try:
+            self.printer(line)
+        except Exception:  # noqa: BLE001 - a broken printer must not break the fit
+            pass
 
     # -- Keras hooks ---------------------------------------------------------------------
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        t = self.clock()
+        if self._recorder is not None and not self._recorder.ended:
+            # The last fit with this monitor never reached on_train_end.
+            self._recorder.end("error", "fit() ended by an exception the script caught")
+        self._recorder = None
         self._reset_fit_state()
+        _FITS["n"] += 1
+        self.fit_number = _FITS["n"]
+        self._begin()
+
+    @_guarded
+    def _begin(self) -> None:
+        t = self.clock()
         self._in_fit = True
-        batch_size = self.batch_size or _fit_batch_size()
+        batch_size = self.batch_size or fit_batch_size()
         self.log = MonitorLog(batch_size=batch_size, stall_factor=self.stall_factor)
         self._planner = BlockPlanner(self.block_steps, self.target_block_seconds)
         self._spe = int(getattr(self.model, "steps_per_execution", 1) or 1)
         self._backend = keras.backend.backend()
         self._memory = memory_reader(self._backend)
         self.log.memory_label = self._memory.label
-        self._probe = _make_probe(self.model, self._backend)
+        self._probe = make_probe(self.model, self._backend)
         if self.csv_path is not None:
-            self._csv = CsvSink(self.csv_path, batch_size)
+            try:
+                self._csv = CsvSink(self.csv_path, batch_size)
+            except Exception as exc:  # noqa: BLE001
+                self._warn(f"no CSV for this fit ({one_line(exc)}); the training continues")
         if self.tensorboard_dir is not None:
-            self._tb = TensorBoardSink(self.tensorboard_dir, batch_size)
+            try:
+                self._tb = TensorBoardSink(self.tensorboard_dir, batch_size)
+            except Exception as exc:  # noqa: BLE001
+                self._warn(f"no TensorBoard files for this fit ({one_line(exc)}); the "
+                           "training continues")
+        if self.db is not None and self.db is not False:
+            self._open_store()
         self._start_nvml()
         self.log.setup_seconds += self.clock() - t
 
+    @_guarded
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._epoch = epoch
         self._boundary = 0
@@ -150,10 +204,12 @@ class TrainingMonitor(keras.callbacks.Callback):
         if batch >= self._boundary:
             self._at_boundary(batch)
 
+    @_guarded
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
         if self._in_fit and self._open_step is not None:  # validation: end the epoch's tail
             self._close_tail()
 
+    @_guarded
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self._open_step is not None:
             # Keras has fetched the epoch's logs to the host (CallbackList converts them to
@@ -170,26 +226,37 @@ class TrainingMonitor(keras.callbacks.Callback):
                 alert = nan_alert(epoch, rec.steps - 1, loss)
                 if self.log.add_alert(alert):
                     self._raise_nan(alert)
+        if self._tb is not None:
+            self._tb.epoch(rec, logs or {})
+        if logs is not None:
             logs.update(_epoch_logs(rec))
         if self._csv is not None:
             self._csv.epoch(rec)
-        if self._tb is not None:
-            self._tb.epoch(rec)
+        # The first epoch's blocks at once (a fit killed in epoch 2 keeps them), later
+        # ones when a second has passed: a commit per tiny epoch would be overhead.
+        first = self._recorder is not None and self._recorder.stored == 0
+        self._flush_store(0.0 if first else EPOCH_FLUSH_SECONDS)
         self.log.overhead_seconds += self.clock() - t
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         t = self.clock()
         self._in_fit = False
-        if self._sampler is not None:
-            self._sampler.stop()
-        for sink in (self._csv, self._tb):
-            if sink is not None:
-                sink.close()
+        for part in (self._sampler, self._csv, self._tb):
+            if part is None:
+                continue
+            try:
+                part.stop() if part is self._sampler else part.close()
+            except Exception as exc:  # noqa: BLE001
+                self._warn(f"while closing its outputs: {one_line(exc)}")
         self.log.setup_seconds += self.clock() - t
-        if self.db is not None and self.db is not False:
-            self._save()
+        if self._recorder is not None:
+            self._recorder.end("completed")
+            self.store_run_id = self._recorder.run_id
         if self.verbose:
-            self.printer(self.log.final_line())
+            try:
+                self._warn(self.log.final_line())
+            except Exception as exc:  # noqa: BLE001
+                self._warn(f"no summary line ({one_line(exc)})")
 
     # -- results -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -203,6 +270,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         return self.log.final_line()
 
     # -- internals -----------------------------------------------------------------------
+    @_guarded
     def _at_boundary(self, step: int) -> None:
         now = self.clock()
         if self._open_step is not None:
@@ -260,6 +328,7 @@ class TrainingMonitor(keras.callbacks.Callback):
             self._csv.block(block)
         if self._tb is not None:
             self._tb.block(block, self._global_steps)
+        self._flush_store(FLUSH_SECONDS)
 
     def _raise_nan(self, alert: Alert) -> None:
         """Print a NaN alert the log has just recorded (once per epoch) and stop if asked."""
@@ -283,22 +352,45 @@ class TrainingMonitor(keras.callbacks.Callback):
         self._sampler.start()
         self.nvml_status = "on"
 
-    def _save(self) -> None:
-        from devicebench.env.probe import probe_host_layer
-        from devicebench.store import ResultStore
-        from devicebench.store.monitor import save_monitor_run
+    def _open_store(self) -> None:
+        """Start this fit's run in the store; a bad store is one line, not an error."""
+        from devicebench.keras.recorder import store_problem
 
+        problem = store_problem(self.db)
+        if problem is not None:
+            self._warn(f"not recording this fit in the store: {problem}; the training "
+                       "continues")
+            return
         options = {
             "argv": sys.argv, "backend": self._backend,
             "model": getattr(self.model, "name", ""),
-            "params": int(self.model.count_params()) if self.model is not None else None,
+            "params": _count_params(self.model),
             "steps_per_execution": self._spe, "batch_size": self.log.batch_size,
-            "memory_label": self.log.memory_label, "nvml": self.nvml_status,
+            "memory_label": self.log.memory_label, "fit": self.fit_number,
         }
-        with ResultStore.open(None if self.db is True else self.db) as store:
-            self.store_run_id = save_monitor_run(
-                store, probe_host_layer(), options,
-                [b.to_dict() for b in self.log.blocks], self.summary())
+        self._recorder = StoreRecorder(
+            self.db, options,  # type: ignore[arg-type]
+            blocks=lambda start: [b.to_dict() for b in self.log.blocks[start:]],
+            summary=self.summary, warn=self._warn)
+        self.store_run_id = self._recorder.run_id
+
+    def _flush_store(self, after_seconds: float) -> None:
+        if self._recorder is None:
+            return
+        try:
+            self._recorder.flush(after_seconds)
+        except Exception as exc:  # noqa: BLE001
+            self._warn(f"stopped recording this fit in the store ({one_line(exc)}); the "
+                       "training continues")
+            self._recorder.abandon()
+            self._recorder = None
+
+
+def _count_params(model: Any) -> int | None:
+    try:
+        return int(model.count_params()) if model is not None else None
+    except Exception:  # noqa: BLE001 - an unbuilt model
+        return None
 
 
 def _epoch_logs(rec: EpochRecord) -> dict[str, float]:
@@ -312,114 +404,3 @@ def _epoch_logs(rec: EpochRecord) -> dict[str, float]:
     if rec.gpu_busy is not None:
         out["gpu_busy_pct"] = rec.gpu_busy * 100
     return out
-
-
-def _fit_batch_size(max_depth: int = 8) -> int | None:
-    """The batch size of the running fit's data, when Keras knows it (best effort: the
-    fit's ``epoch_iterator`` local, found on the call stack)."""
-    frame = sys._getframe(1)
-    for _ in range(max_depth):
-        frame = frame.f_back  # type: ignore[assignment]
-        if frame is None:
-            return None
-        it = frame.f_locals.get("epoch_iterator")
-        adapter = getattr(it, "data_adapter", None)
-        if adapter is not None:
-            try:
-                size = adapter.batch_size
-            except Exception:
-                return None
-            return int(size) if size else None
-    return None
-
-
-def _to_float(x: Any) -> float:
-    """A scalar Keras variable's value on the host (waits for the device to produce it).
-
-    ``float`` of the backend tensor (a jax Array, tf tensor or torch tensor, on any device)
-    costs a few microseconds; ``keras.ops.convert_to_numpy`` several times that.
-    """
-    value = getattr(x, "value", x)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float(np.asarray(keras.ops.convert_to_numpy(x)).reshape(-1)[0])
-
-
-def _make_probe(model: Any, backend: str) -> Callable[[], float | None]:
-    """A function that waits for the device to finish the dispatched steps and returns
-    the epoch's running mean loss (None when the model has no loss tracker)."""
-    tracker = getattr(model, "_loss_tracker", None)
-    total = getattr(tracker, "total", None)
-    count = getattr(tracker, "count", None)
-
-    def live() -> float | None:
-        if total is not None and count is not None:
-            n = _to_float(count)
-            return _to_float(total) / n if n else None
-        optimizer = getattr(model, "optimizer", None)
-        if optimizer is not None:
-            _to_float(optimizer.iterations)  # sync only
-        return None
-
-    if backend != "jax":
-        return live
-
-    variables = list(getattr(model, "metrics_variables", []))
-    i_total = next((i for i, v in enumerate(variables) if v is total), None)
-    i_count = next((i for i, v in enumerate(variables) if v is count), None)
-
-    def jax_probe() -> float | None:
-        # Inside a JAX epoch the live state is model._jax_state (Keras documents it as
-        # the callbacks' way in); the model's variables are stale until the epoch ends.
-        state = getattr(model, "_jax_state", None)
-        if state and not getattr(model, "_jax_state_synced", True):
-            mv = state.get("metrics_variables")
-            if mv is not None and i_total is not None and i_count is not None:
-                n = float(mv[i_count])
-                return float(mv[i_total]) / n if n else None
-            import jax
-
-            jax.block_until_ready(state)
-            return None
-        return live()
-
-    return jax_probe
-
-
-def _check_monitor_args(a: dict) -> None:
-    """TrainingMonitor's arguments: ArgumentError (a ValueError) naming the first that is
-    of the wrong type or out of range, at construction, not at fit time."""
-    def number(name: str, low: float, *, integer: bool = False, optional: bool = False,
-               above: bool = True) -> None:
-        v = a[name]
-        if v is None and optional:
-            return
-        ok_type = isinstance(v, int) if integer else isinstance(v, int | float)
-        if isinstance(v, bool) or not ok_type:
-            kind = "an integer" if integer else "a number"
-            raise ArgumentError(f"{name} must be {kind}, got {v!r:.60}")
-        if not math.isfinite(v) or (v <= low if above else v < low):
-            raise ArgumentError(f"{name} must be {'>' if above else '>='} {low:g}, got {v}")
-
-    number("batch_size", 1, integer=True, optional=True, above=False)
-    number("block_steps", 1, integer=True, optional=True, above=False)
-    number("target_block_seconds", 0)
-    number("stall_factor", 1)
-    number("nvml_interval", 0)
-    for name in ("csv_path", "tensorboard_dir"):
-        if a[name] is not None and not isinstance(a[name], str | Path):
-            raise ArgumentError(f"{name} must be a path, got {a[name]!r:.60}")
-    if a["db"] is not None and not isinstance(a["db"], bool | str | Path):
-        raise ArgumentError(f"db must be a path, True (the default database) or None, "
-                            f"got {a['db']!r:.60}")
-    if not isinstance(a["stop_on_nan"], bool):
-        raise ArgumentError(f"stop_on_nan must be True or False, got {a['stop_on_nan']!r:.60}")
-    if a["nvml"] not in (True, False, "auto") or not isinstance(a["nvml"], bool | str):
-        raise ArgumentError(f"nvml must be True, False or 'auto', got {a['nvml']!r}")
-    if a["verbose"] not in (0, 1, 2) or not isinstance(a["verbose"], int):
-        raise ArgumentError(f"verbose must be 0, 1 or 2 (as Keras' fit), got "
-                            f"{a['verbose']!r:.60}")
-    for name in ("nvml_read", "printer"):
-        if a[name] is not None and not callable(a[name]):
-            raise ArgumentError(f"{name} must be a function, got {a[name]!r:.60}")

@@ -34,6 +34,9 @@ WARMUP_EXCESS_FRACTION = 0.10
 REFERENCE_WINDOW = 32
 # The steady figure's CI: bootstrapped from at most this many blocks (evenly thinned).
 MAX_BOOTSTRAP_BLOCKS = 1000
+# A steady figure whose 95% CI is wider than this (relative half-width) gets a caution:
+# reruns of one configuration here agree to ±3-10%, so ±25% means the blocks disagree.
+SPREAD_CAUTION = 0.25
 
 FIRST = "first"  # the block holding the fit's first execution: tracing and compilation
 BLOCK = "block"  # a full block of steps
@@ -255,6 +258,7 @@ class MonitorLog:
             "steady_step_seconds": steady.median if steady else None,
             "steady_ci": [steady.ci_low, steady.ci_high] if steady else None,
             "steady_blocks": steady.n if steady else 0,
+            "spread_caution": self.spread_caution(),
             "samples_per_s": (self.batch_size / steady.median
                               if steady and self.batch_size and steady.median > 0 else None),
             "batch_size": self.batch_size,
@@ -270,6 +274,19 @@ class MonitorLog:
             "epochs": [e.to_dict() for e in self.epochs],
             "alerts": [asdict(a) for a in self.alerts],
         }
+
+    def spread_caution(self) -> str:
+        """What to do about a steady figure too spread to trust ("" when it is not)."""
+        steady = self.steady()
+        if steady is None or steady.rel_ci_halfwidth <= SPREAD_CAUTION:
+            return ""
+        few = steady.n < 10
+        return (f"caution: the step time is uncertain (±{steady.rel_ci_halfwidth * 100:.0f}%"
+                f" over {steady.n} blocks, above ±{SPREAD_CAUTION * 100:.0f}%): "
+                + ("too few blocks for a firm figure — train longer (more epochs or steps) "
+                   "before comparing it" if few else
+                   "the blocks disagree — something else ran (other programs, the input "
+                   "pipeline, throttling); rerun on a quiet machine before comparing it"))
 
     def final_line(self) -> str:
         """One line: steady step time ±spread (n blocks); compilation; memory; GPU busy.
@@ -300,6 +317,9 @@ class MonitorLog:
         train = self.train_seconds()
         if train > 0:
             parts.append(f"monitor overhead {self.overhead_seconds / train * 100:.2f}%")
+        caution = self.spread_caution()
+        if caution:
+            parts.append(caution)
         return "; ".join(parts)
 
 

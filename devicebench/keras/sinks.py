@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import csv
 import struct
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from devicebench.errors import InputError
-from devicebench.keras.core import Block, EpochRecord
+from devicebench.keras.core import FIRST, Block, EpochRecord
 
 CSV_FIELDS = ("row", "epoch", "first_step", "steps", "seconds", "ms_per_step",
               "samples_per_s", "memory_current_mb", "memory_peak_mb", "gpu_busy_pct",
@@ -66,7 +67,17 @@ class CsvSink:
 
 
 class TensorBoardSink:
-    """Scalars under ``monitor/`` at the global step; one event file per fit."""
+    """Event files where Keras' own ``TensorBoard`` callback puts them: ``DIR/train``
+    (and ``DIR/validation`` once the fit validates), one event file per fit.
+
+    In ``train``, at the global step after each block: ``monitor/ms_per_step``,
+    ``monitor/samples_per_s``, ``monitor/memory_peak_mb``, ``monitor/gpu_busy_pct`` and
+    ``batch_loss`` (the epoch's running loss, as Keras logs it); the first execution
+    (compilation inside) only as ``monitor/first_step_seconds``, so it does not squash
+    the step-time axis. Per epoch (step = epoch, as Keras writes them): ``epoch_loss``
+    and every metric (``epoch_<name>``; ``validation``: the ``val_`` ones), and
+    ``monitor/epoch_train_seconds``, ``monitor/epoch_excess_seconds``.
+    """
 
     def __init__(self, logdir: str | Path, batch_size: int | None) -> None:
         try:
@@ -76,11 +87,17 @@ class TensorBoardSink:
                 "TensorBoard output asked for but tensorboardX is not installed",
                 why="it writes event files without TensorFlow, on every backend",
                 fix="pip install 'devicebench[tensorboard]' (or tensorboardX)") from None
+        self._writer_cls = SummaryWriter
+        self.logdir = Path(logdir)
         self.batch_size = batch_size
-        self._writer = SummaryWriter(logdir=str(logdir))
+        self._writer = SummaryWriter(logdir=str(self.logdir / "train"))
+        self._validation = None
 
     def block(self, b: Block, global_step: int) -> None:
         w = self._writer
+        if b.kind == FIRST:
+            w.add_scalar("monitor/first_step_seconds", b.seconds, global_step)
+            return
         w.add_scalar("monitor/ms_per_step", b.step_seconds * 1e3, global_step)
         if self.batch_size and b.step_seconds > 0:
             w.add_scalar("monitor/samples_per_s", self.batch_size / b.step_seconds, global_step)
@@ -88,14 +105,30 @@ class TensorBoardSink:
             w.add_scalar("monitor/memory_peak_mb", b.memory_peak / 1e6, global_step)
         if b.gpu_busy is not None:
             w.add_scalar("monitor/gpu_busy_pct", b.gpu_busy * 100, global_step)
+        if b.loss is not None:
+            w.add_scalar("batch_loss", b.loss, global_step)
 
-    def epoch(self, e: EpochRecord) -> None:
+    def epoch(self, e: EpochRecord, logs: Mapping[str, Any]) -> None:
+        train = {k: v for k, v in logs.items() if not k.startswith("val_")}
+        val = {k[4:]: v for k, v in logs.items() if k.startswith("val_")}
+        for name, value in train.items():
+            if isinstance(value, int | float):
+                self._writer.add_scalar(f"epoch_{name}", float(value), e.epoch)
         self._writer.add_scalar("monitor/epoch_train_seconds", e.train_seconds, e.epoch)
         self._writer.add_scalar("monitor/epoch_excess_seconds", e.excess_seconds, e.epoch)
         self._writer.flush()
+        numeric = {k: float(v) for k, v in val.items() if isinstance(v, int | float)}
+        if numeric:
+            if self._validation is None:
+                self._validation = self._writer_cls(logdir=str(self.logdir / "validation"))
+            for name, value in numeric.items():
+                self._validation.add_scalar(f"epoch_{name}", value, e.epoch)
+            self._validation.flush()
 
     def close(self) -> None:
         self._writer.close()
+        if self._validation is not None:
+            self._validation.close()
 
 
 def read_scalars(logdir: str | Path) -> dict[str, list[tuple[int, float]]]:

@@ -209,11 +209,17 @@ def render_html(report: RunReport) -> str:
     if report.notes:
         body.append("<ul class=\"note\">" + "".join(f"<li>{_e(n)}</li>" for n in report.notes)
                     + "</ul>")
-    body.append(_headline(report))
+    if report.monitor is not None:
+        from devicebench.report.monitor import monitor_html
+
+        body.append(monitor_html(report.monitor))
+    else:
+        body.append(_headline(report))
     body.append(_environment(report))
     for i, w in enumerate(report.workloads):
         body.append(_workload(i, w))
-    body.append(_ops(report))
+    if report.monitor is None:
+        body.append(_ops(report))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>devicebench report — {_e(report.run_label)}</title>"

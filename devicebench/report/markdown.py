@@ -24,8 +24,13 @@ def render_markdown(report: RunReport) -> str:
     out = [f"## devicebench report — {e(report.run_label)}", ""]
     for n in report.notes:
         out.append(f"- {e(n)}")
-    out += ["", "### The answer", ""]
-    if not report.workloads:
+    if report.monitor is not None:
+        from devicebench.report.monitor import monitor_markdown
+
+        out += [""] + monitor_markdown(report.monitor, e)
+    else:
+        out += ["", "### The answer", ""]
+    if not report.workloads and report.monitor is None:
         out.append("No training measured yet (`devicebench run seed-rnn`).")
     for w in report.workloads:
         h = w.headline

@@ -28,6 +28,12 @@ from typing import Any
 from devicebench.errors import InputError
 from devicebench.store.bundle_check import check_bundle_runs
 from devicebench.store.db import ResultStore
+from devicebench.store.monitor import (
+    MONITOR_COMMAND,
+    add_monitor_blocks,
+    load_monitor_blocks,
+    monitor_blocks_from_bundle,
+)
 from devicebench.store.ops import add_ops_result
 from devicebench.store.runs import StoredRun, load_run
 
@@ -66,10 +72,14 @@ def export_runs(store: ResultStore, run_ids: list[int]) -> dict[str, Any]:
     """
     from devicebench import __version__
 
+    runs = []
+    for rid in dict.fromkeys(run_ids):  # each run once, in order
+        entry = run_to_bundle_entry(load_run(store, rid))
+        if entry["command"] == MONITOR_COMMAND:  # a monitored fit: its timed blocks
+            entry["monitor_blocks"] = load_monitor_blocks(store, rid)
+        runs.append(entry)
     return {"format": BUNDLE_FORMAT, "schema_version": BUNDLE_SCHEMA,
-            "devicebench_version": __version__, "exported_at": _now(),
-            "runs": [run_to_bundle_entry(load_run(store, rid))
-                     for rid in dict.fromkeys(run_ids)]}  # each run once, in order
+            "devicebench_version": __version__, "exported_at": _now(), "runs": runs}
 
 
 def write_bundle(bundle: dict[str, Any], path: str | Path) -> None:
@@ -167,7 +177,16 @@ def import_bundle(store: ResultStore, bundle: dict[str, Any],
     """
     check_bundle(bundle, source)
     out = ImportResult()
-    for entry, trials, ops in check_bundle_runs(bundle["runs"], source):  # all, first
+    checked = []  # every run read and checked before anything is written
+    for i, (entry, trials, ops) in enumerate(check_bundle_runs(bundle["runs"], source)):
+        try:
+            blocks = monitor_blocks_from_bundle(entry.get("monitor_blocks"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{source}: run {i + 1}, monitor_blocks cannot be read "
+                             f"({type(exc).__name__}: {exc})",
+                             fix="export it again with `devicebench export`") from None
+        checked.append((entry, trials, ops, blocks))
+    for entry, trials, ops, blocks in checked:
         m = entry["machine"]
         command, started, fingerprint = entry["command"], entry["started_at"], m["fingerprint"]
         existing = _existing_run(store, fingerprint, started, command)
@@ -190,6 +209,7 @@ def import_bundle(store: ResultStore, bundle: dict[str, Any],
                 store.add_trial(run_id, t)
             for w in ops:
                 add_ops_result(store, run_id, w)
+            add_monitor_blocks(store, run_id, blocks, 0)
         except BaseException:
             with store._write("undoing a partial import") as c:
                 c.execute("DELETE FROM runs WHERE id = ?", (run_id,))

@@ -22,6 +22,7 @@ from devicebench.store.ops import load_ops_results
 from devicebench.trials.result import TrialResult
 
 TRAINING_COMMANDS = ("run", "advise")
+MONITOR_COMMAND = "monitor"  # as devicebench.store.monitor writes it
 
 
 @dataclass(frozen=True)
@@ -117,9 +118,11 @@ def load_run(store: ResultStore, run_id: int) -> StoredRun:
 
 def latest_run_id(store: ResultStore, commands: tuple[str, ...] | None = None,
                   machine_id: int | None = None) -> int | None:
-    """The newest run (optionally of ``commands``, on ``machine_id``) that stored results."""
+    """The newest run (optionally of ``commands``, on ``machine_id``) that stored results
+    (trials, an op sweep, or a monitored fit's blocks)."""
     sql = ("SELECT r.id FROM runs r WHERE (EXISTS (SELECT 1 FROM trials t WHERE t.run_id = r.id)"
-           " OR EXISTS (SELECT 1 FROM ops_runs o WHERE o.run_id = r.id))")
+           " OR EXISTS (SELECT 1 FROM ops_runs o WHERE o.run_id = r.id)"
+           " OR EXISTS (SELECT 1 FROM monitor_blocks b WHERE b.run_id = r.id))")
     args: list[Any] = []
     if commands:
         sql += f" AND r.command IN ({', '.join('?' for _ in commands)})"
@@ -148,13 +151,29 @@ class HistoryRow:
     ops_workers: int
     workloads: tuple[str, ...]
     imported_from: str
+    # A monitored fit (command "monitor"): script, argv, fit, blocks, steps,
+    # steady_step_seconds, ended; None for other runs.
+    monitor: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "command": self.command, "started_at": self.started_at,
                 "finished_at": self.finished_at, "interrupted": self.finished_at is None,
                 "machine": {"cpu": self.cpu, "gpu": self.gpu, "fingerprint": self.fingerprint},
                 "trials": self.trials, "ok": self.ok, "ops_workers": self.ops_workers,
-                "workloads": list(self.workloads), "imported_from": self.imported_from}
+                "workloads": list(self.workloads), "imported_from": self.imported_from,
+                "monitor": self.monitor}
+
+
+def monitor_digest(options: dict[str, Any], blocks: int, steps: int) -> dict[str, Any]:
+    """What history shows of a monitored fit: its script, which fit, steps, steady step
+    time and how it ended (``blocks``/``steps``: what the store holds of it)."""
+    argv = [str(a) for a in options.get("argv") or []]
+    summary = options.get("summary") if isinstance(options.get("summary"), dict) else {}
+    script = argv[0].replace("\\", "/").rsplit("/", 1)[-1] if argv else ""
+    return {"script": script or "(interactive)", "argv": argv, "fit": options.get("fit"),
+            "blocks": blocks, "steps": int(summary.get("steps") or steps),
+            "steady_step_seconds": summary.get("steady_step_seconds"),
+            "ended": str(options.get("ended") or ("completed" if summary else "unknown"))}
 
 
 def run_history(store: ResultStore, limit: int = 50) -> list[HistoryRow]:
@@ -164,16 +183,20 @@ def run_history(store: ResultStore, limit: int = 50) -> list[HistoryRow]:
             "SELECT r.id, r.command, r.started_at, r.finished_at, m.cpu, m.gpu, m.fingerprint,"
             " r.options, (SELECT count(*) FROM trials t WHERE t.run_id = r.id),"
             " (SELECT count(*) FROM trials t WHERE t.run_id = r.id AND t.status = 'ok'),"
-            " (SELECT count(*) FROM ops_runs o WHERE o.run_id = r.id) "
+            " (SELECT count(*) FROM ops_runs o WHERE o.run_id = r.id),"
+            " (SELECT count(*) FROM monitor_blocks b WHERE b.run_id = r.id),"
+            " (SELECT coalesce(sum(b.steps), 0) FROM monitor_blocks b WHERE b.run_id = r.id) "
             "FROM runs r JOIN machines m ON m.id = r.machine_id "
             "ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
         out = []
-        for rid, cmd, started, finished, cpu, gpu, fp, opts, n, ok, nops in rows:
+        for rid, cmd, started, finished, cpu, gpu, fp, opts, n, ok, nops, nb, nsteps in rows:
             specs = c.execute("SELECT spec FROM trials WHERE run_id = ? ORDER BY id",
                               (rid,)).fetchall()
             workloads = tuple(dict.fromkeys(json.loads(s)["workload"] for (s,) in specs))
             options = json.loads(opts) if opts else {}
+            digest = (monitor_digest(options, int(nb), int(nsteps))
+                      if cmd == MONITOR_COMMAND else None)
             out.append(HistoryRow(int(rid), cmd, started, finished, cpu, gpu, fp, int(n),
                                   int(ok), int(nops), workloads,
-                                  str(options.get("imported_from") or "")))
+                                  str(options.get("imported_from") or ""), digest))
     return out

@@ -28,6 +28,18 @@ SCRIPT = ROOT / "tests" / "fixtures" / "scripts" / "monitor_fit.py"
 requires_tbx = pytest.mark.skipif(not has_module("tensorboardX"),
                                   reason="tensorboardX not installed")
 requires_torch = pytest.mark.skipif(not has_module("torch"), reason="torch not installed")
+requires_tb = pytest.mark.skipif(not has_module("tensorboard"),
+                                 reason="tensorboard (its event reader) not installed")
+
+
+def tb_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar under ``logdir``, read by tensorboard's own EventAccumulator."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)]
+            for tag in acc.Tags()["scalars"]}
 
 
 def _env(backend: str) -> dict[str, str]:
@@ -54,6 +66,7 @@ BACKENDS = [pytest.param("tensorflow", marks=requires_tf),
 
 
 @requires_tbx
+@requires_tb
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_real_fit_gives_positive_figures_in_logs_csv_tensorboard_and_store(
         backend: str, tmp_path: Path) -> None:
@@ -91,12 +104,19 @@ def test_a_real_fit_gives_positive_figures_in_logs_csv_tensorboard_and_store(
     assert len(blocks) == len(rep["blocks"]) and [r["row"] for r in rows].count("epoch") == 3
     assert all(float(r["ms_per_step"]) > 0 for r in blocks)
     assert all(float(r["loss"]) > 0 for r in blocks)
-    # TensorBoard event files read back without TensorFlow's reader.
-    scalars = read_scalars(tmp_path / "tb")
-    assert len(scalars["monitor/ms_per_step"]) == len(rep["blocks"])
-    assert all(v > 0 for _, v in scalars["monitor/ms_per_step"])
-    assert [st for st, _ in scalars["monitor/epoch_train_seconds"]] == [0, 1, 2]
-    assert scalars["monitor/gpu_busy_pct"][-1][1] == pytest.approx(3.0)
+    # TensorBoard, read back with tensorboard's own event reader: where Keras' callback
+    # writes (DIR/train, DIR/validation), loss beside the step times, compilation apart.
+    train, val = tb_scalars(tmp_path / "tb" / "train"), tb_scalars(tmp_path / "tb" / "validation")
+    assert len(train["monitor/ms_per_step"]) == len(rep["blocks"]) - 1
+    assert all(v > 0 for _, v in train["monitor/ms_per_step"])
+    assert [v for _, v in train["monitor/first_step_seconds"]] == pytest.approx(
+        [rep["blocks"][0]["seconds"]])
+    assert [st for st, _ in train["monitor/epoch_train_seconds"]] == [0, 1, 2]
+    assert [v for _, v in train["epoch_loss"]] == pytest.approx(hist["loss"], rel=1e-5)
+    assert [v for _, v in val["epoch_loss"]] == pytest.approx(hist["val_loss"], rel=1e-5)
+    assert len(train["batch_loss"]) == len(rep["blocks"]) - 1
+    assert train["monitor/gpu_busy_pct"][-1][1] == pytest.approx(3.0)
+    assert set(read_scalars(tmp_path / "tb")) >= {"monitor/ms_per_step", "epoch_loss"}
     # The store: a run tagged "monitor" with every block.
     with ResultStore.open(db) as store:
         (run,) = store.runs()

@@ -310,3 +310,52 @@ def test_a_long_run_keeps_per_epoch_work_bounded_and_its_steady_figure_whole() -
     assert steady is not None and steady.n == 2999
     assert steady.median == pytest.approx(0.101 / 200)
     assert steady.ci_low <= steady.median <= steady.ci_high
+
+
+def _log_of(step_seconds: list[float]) -> MonitorLog:
+    log = MonitorLog()
+    log.add_block(Block(0, 0, 1, 0.5, FIRST))
+    for i, s in enumerate(step_seconds):
+        log.add_block(Block(1 + i // 10, (i % 10) * 10, 10, s * 10))
+    return log
+
+
+@pytest.mark.parametrize("times,caution", [
+    ([7e-3, 1e-3, 30e-3], "train longer"),  # 3 blocks that disagree: too few to say more
+    ([1e-3, 10e-3] * 10, "the blocks disagree"),  # many blocks, two speeds: noise
+    ([1e-3, 1.01e-3, 0.99e-3] * 5, ""),  # tight: no caution
+])
+def test_a_wide_spread_gets_a_caution_and_what_to_do(times: list[float], caution: str) -> None:
+    log = _log_of(times)
+    steady = log.steady()
+    assert steady is not None
+    line, summary = log.final_line(), log.summary()
+    if not caution:
+        assert steady.rel_ci_halfwidth < 0.25 and "caution" not in line
+        assert summary["spread_caution"] == ""
+        return
+    assert steady.rel_ci_halfwidth > 0.25
+    spread = f"±{steady.rel_ci_halfwidth * 100:.0f}%"
+    assert line.startswith("steady ") and spread in line
+    assert f"caution: the step time is uncertain ({spread}" in line and caution in line
+    assert summary["spread_caution"] in line
+
+
+@pytest.mark.parametrize("bad", [{"not": "a list"}, [{"epoch": 0}], [{"epoch": 0,
+                                 "first_step": 0, "steps": -3, "seconds": 0.1,
+                                 "kind": "block"}]])
+def test_a_bundle_with_malformed_monitor_blocks_is_refused_and_adds_nothing(bad) -> None:
+    from devicebench.errors import InputError
+    from devicebench.store.bundle import export_runs, import_bundle
+
+    with ResultStore.open(":memory:") as src:
+        rid = save_monitor_run(src, EnvSnapshot(), {"argv": ["train.py"]},
+                               [{"epoch": 0, "first_step": 0, "steps": 10, "seconds": 0.1,
+                                 "kind": "block"}], {"steps": 10})
+        bundle = export_runs(src, [rid])
+    assert bundle["runs"][0]["monitor_blocks"][0]["steps"] == 10
+    bundle["runs"][0]["monitor_blocks"] = bad
+    with ResultStore.open(":memory:") as dst:
+        with pytest.raises(InputError, match="run 1, monitor_blocks cannot be read"):
+            import_bundle(dst, bundle, "b.json")
+        assert dst.runs() == []
