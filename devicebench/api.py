@@ -209,6 +209,7 @@ def run(
     db: str | Path | None = None,
     progress: Callable[[int, RunOptions], RunProgress] | None = None,
     argv: list[str] | None = None,
+    replicate: bool = True,
 ) -> RunOutcome:
     """Measure training speed per configuration (the cross product of the choices this
     machine can run), interleaved per workload, with loss equivalence; store each trial.
@@ -225,6 +226,9 @@ def run(
             stored results come back as stored.
         progress: ``progress(n_trials, options)`` for each workload group: an object with
             ``event(kind, spec, info)`` and ``stop()``.
+        replicate: measure the reference, its accelerator/CPU partner and the likely
+            winner in two or more worker processes each, as ``budget`` holds them (their
+            CIs then cover a rerun in a fresh process); False: one process each.
 
     Raises:
         devicebench.errors.DevicebenchError: bad input (one clear message): an unknown
@@ -281,7 +285,9 @@ def run(
                 results += run_workload_group(
                     todo, options, on_event=bar.event if bar else None,
                     on_result=lambda r: store.add_trial(run_id, r), run_id=run_id,
-                    loss_check=loss_check)
+                    loss_check=loss_check, replicate=replicate,
+                    on_replication=lambda rep, n=name: notes.extend(
+                        f"{n}: {line}" for line in rep.notes))
             finally:
                 if bar:
                     bar.stop()
