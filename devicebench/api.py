@@ -171,6 +171,9 @@ class RunOutcome:
     run_id: int
     rows: list[ComparisonRow]
     notes: list[str] = field(default_factory=list)
+    # Stability findings (devicebench.env.finding.Finding): processes that disagree,
+    # wide spreads, too few rounds, other load on the machine.
+    stability: list[Any] = field(default_factory=list)
 
     @property
     def failed(self) -> list[TrialResult]:
@@ -179,7 +182,8 @@ class RunOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return envelope("run", {"run_id": self.run_id, "notes": self.notes,
-                                "results": [r.to_dict() for r in self.rows]})
+                                "results": [r.to_dict() for r in self.rows],
+                                "stability": [f.to_dict() for f in self.stability]})
 
 
 class RunProgress(Protocol):
@@ -236,10 +240,12 @@ def run(
     """
     from devicebench.advisor.equivalence import loss_check
     from devicebench.env.probe import probe_host_layer
+    from devicebench.measure.load import read_load
     from devicebench.store import recorded_run
     from devicebench.trials.engine import run_workload_group
     from devicebench.trials.epochs import fit_estimate
     from devicebench.trials.plan import plan_trials
+    from devicebench.trials.stability import finding_line, stability_findings
     from devicebench.trials.summary import compare
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
@@ -265,6 +271,7 @@ def run(
     with recorded_run(Path(db) if db else None, snapshot, "run",
                       {"argv": argv if argv is not None else []}) as rec:
         store, machine, run_id = rec.store, rec.machine_id, rec.run_id
+        load_before = read_load()
         done_keys = store.completed_specs(machine) if resume else set()
         for name in names:
             group = [s for s in plan.specs if s.workload == name]
@@ -291,10 +298,16 @@ def run(
             finally:
                 if bar:
                     bar.stop()
+        load_after = read_load()
+        findings = stability_findings(results, load_before, load_after)
+        notes += [finding_line(f) for f in findings]
+        rec.summary = {"load": {"before": load_before and load_before.to_dict(),
+                                "after": load_after and load_after.to_dict()},
+                       "stability": [f.to_dict() for f in findings]}
     # Only trials measured together in this run are compared (their rounds interleaved);
     # stored ones are shown as they were stored, apart.
     rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
-    return RunOutcome(run_id, rows, notes)
+    return RunOutcome(run_id, rows, notes, findings)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,9 @@ class AdviceResult:
     baseline_reason: str = ""
     stop_reason: str = ""
     replication: Replication | None = None  # processes per configuration the verdict rests on
+    # Set by the live job (advisor.job): stability findings and the machine's load.
+    stability: list[Any] = field(default_factory=list)
+    load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def recommended_row(self) -> ComparisonRow | None:
@@ -97,6 +100,8 @@ class AdviceResult:
             "baseline_reason": self.baseline_reason,
             "search_stop": self.stop_reason,
             "replication": self.replication.to_dict() if self.replication else None,
+            "stability": [f.to_dict() for f in self.stability],
+            "load": self.load,
         })
 
 
