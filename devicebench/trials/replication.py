@@ -67,10 +67,11 @@ def replica_cost(results: Iterable[TrialResult]) -> float:
 
 def replicate_keys(group: Any, keys: list[TrialSpec], *, left: Callable[[], float],
                    cost: Callable[[dict[TrialSpec, int], list[TrialResult]], float],
-                   measure: Callable[[], Any]) -> Replication:
+                   measure: Callable[[], Any],
+                   max_processes: int = MAX_PROCESSES) -> Replication:
     """Give ``keys`` (live trials of ``group``, a
     :class:`~devicebench.trials.engine.TrialGroup`) :data:`MIN_PROCESSES` processes each,
-    then one more (up to :data:`MAX_PROCESSES`) to those whose processes disagree, each
+    then one more (up to ``max_processes``) to those whose processes disagree, each
     step only while ``cost(processes after, one result per new process)`` (starting
     them, their warm-up and the rounds they need) fits in ``left()`` seconds;
     ``measure()`` runs the caller's rounds after each step (once, if none fits).
@@ -105,7 +106,7 @@ def replicate_keys(group: Any, keys: list[TrialSpec], *, left: Callable[[], floa
                              "failed; measured in fewer processes")
         want = {k: group.processes(k) + 1 for k in keys
                 if k in group.live and processes_disagree(group.results[k])
-                and group.processes(k) < MAX_PROCESSES}
+                and group.processes(k) < max_processes}
     if not measured:
         measure()
     for k in keys:
@@ -135,8 +136,10 @@ def measure_replicated(group: Any, options: Any, enough: Any = None, *,
                        on_replication: Callable[[Replication], None] | None = None) -> None:
     """``run``'s rounds with its verdict's configurations (:func:`verdict_keys`) in two
     or more processes each, started before the first round so every process has all
-    rounds; kept to ``options.budget_seconds`` (a fixed ``--rounds`` still runs them
-    all). ``group`` is a :class:`~devicebench.trials.engine.TrialGroup`."""
+    rounds; processes are started only while their cost fits
+    ``options.budget_seconds``. A fixed ``--rounds N`` gets two processes at most (a
+    third would need rounds beyond N). ``group`` is a
+    :class:`~devicebench.trials.engine.TrialGroup`."""
     from dataclasses import replace
 
     start = clock()
@@ -158,6 +161,8 @@ def measure_replicated(group: Any, options: Any, enough: Any = None, *,
                               budget_seconds=max(1.0, left())), enough)
 
     keys = verdict_keys(group.reference, {s: group.results[s] for s in group.live})
-    rep = replicate_keys(group, keys, left=left, cost=cost, measure=measure)
+    fixed = options.min_rounds == options.max_rounds  # --rounds N: no rounds beyond N
+    rep = replicate_keys(group, keys, left=left, cost=cost, measure=measure,
+                         max_processes=MIN_PROCESSES if fixed else MAX_PROCESSES)
     if on_replication is not None:
         on_replication(rep)

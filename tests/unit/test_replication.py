@@ -21,6 +21,7 @@ from devicebench.measure.stats import (
 )
 from devicebench.store import ResultStore, schema
 from devicebench.trials.engine import RunOptions, TrialGroup
+from devicebench.trials.replication import measure_replicated
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
@@ -96,7 +97,7 @@ class Fake:
         if cmd == "setup":
             return {"ok": True, "batch_size": 32, "steps_per_epoch": 100,
                     "equivalence_losses": [1.0], "epoch_estimate_seconds": 10.0,
-                    "setup_seconds": 5.0 + self.n}
+                    "setup_seconds": 5.0 + self.n, "setup_step_seconds": self.step}
         if cmd == "measure":
             return {"ok": True, "block_seconds": [self.step * 10], "steps_per_block": 10,
                     "warmup_seconds": 1.0 + self.n}
@@ -155,6 +156,43 @@ def test_a_failed_replica_is_dropped_and_the_trial_goes_on():
     rb = group.results[b]
     assert rb.status == "ok" and set(rb.block_replicas) == {0, 1}
     assert ("jax", 2) in log and log.count(("jax", 2)) == 1  # asked once, then dropped
+
+
+def test_run_replicates_its_verdict_configurations_more_where_processes_disagree():
+    # Each fake process runs 20% slower than the last: processes always disagree.
+    log: list = []
+    a, b, group = _group(log)
+    reps = []
+    with group:
+        group.add([a, b])
+        measure_replicated(group, RunOptions(min_rounds=3, max_rounds=12, target_ci=0,
+                                             budget_seconds=1e6), clock=lambda: 0.0,
+                           on_replication=reps.append)
+        group.finish()
+    (rep,) = reps
+    # The reference and the fastest by set-up steps (jax): 2, then 3, then 4 processes.
+    assert rep.processes == {a: 4, b: 4} and not rep.budget_limited
+    assert any("disagree beyond their own CIs" in n for n in rep.notes)
+    assert {k for k in group.results[b].block_replicas} == {0, 1, 2, 3}
+
+
+def test_a_fixed_number_of_rounds_gets_two_processes_and_the_budget_is_said():
+    a, b, group = _group([])
+    reps = []
+    with group:
+        group.add([a, b])
+        measure_replicated(group, RunOptions(min_rounds=3, max_rounds=3, budget_seconds=1e6),
+                           clock=lambda: 0.0, on_replication=reps.append)
+        assert group.rounds_done == 3
+    assert reps[0].processes == {a: 2, b: 2}
+    a, b, group = _group([])
+    with group:
+        group.add([a, b])
+        measure_replicated(group, RunOptions(min_rounds=3, max_rounds=3, budget_seconds=5),
+                           clock=lambda: 0.0, on_replication=reps.append)
+    assert reps[1].processes == {a: 1, b: 1} and reps[1].budget_limited
+    assert reps[1].notes[0].startswith("budget was the limit: tensorflow/cpu, jax/cpu "
+                                       "measured in 1 worker process each, not 2")
 
 
 # -- the store ------------------------------------------------------------------------
