@@ -57,3 +57,20 @@ def test_load_from_other_processes_and_cpu_steal(tmp_path: Path):
     assert "20%" in found[1].observed
     assert load_findings(quiet, LoadReading(1.0, 2000, 41, 2)) == []  # ours: one core
     assert load_findings(None, after) == [] and read_load(tmp_path / "absent") is None
+
+
+def test_report_recomputes_the_findings_from_a_stored_run(tmp_path: Path):
+    from devicebench.analysis.run_report import build_report
+    from devicebench.env.snapshot import EnvSnapshot, HostInfo
+    from devicebench.store import ResultStore, recorded_run
+
+    wide = _result([1.0, 1.5, 0.7, 1.2, 0.9, 1.4])
+    with recorded_run(tmp_path / "r.db", EnvSnapshot(host=HostInfo()), "run", {}) as rec:
+        rec.store.add_trial(rec.run_id, wide)
+        rec.summary = {"load": {"before": LoadReading(3.0, 100, 0, 2).to_dict(),
+                                "after": LoadReading(1.0, 200, 1, 2).to_dict()}}
+    with ResultStore.open(tmp_path / "r.db") as store:
+        rep = build_report(store, None)
+    assert _ids(rep.stability) == ["stability.wide-spread", "stability.machine-busy"]
+    assert sum(n.startswith("stability: ") for n in rep.notes) == 2
+    assert [f["id"] for f in rep.to_dict()["stability"]] == _ids(rep.stability)
