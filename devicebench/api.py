@@ -167,6 +167,9 @@ class RunOutcome:
     rows: list[ComparisonRow]
     notes: list[str] = field(default_factory=list)
     store_problems: list[str] = field(default_factory=list)
+    # Stability findings (devicebench.env.finding.Finding): processes that disagree,
+    # wide spreads, too few rounds, other load on the machine.
+    stability: list[Any] = field(default_factory=list)
 
     @property
     def failed(self) -> list[TrialResult]:
@@ -176,7 +179,8 @@ class RunOutcome:
     def to_dict(self) -> dict[str, Any]:
         return envelope("run", {"run_id": self.run_id, "notes": self.notes,
                                 "store_problems": self.store_problems,
-                                "results": [r.to_dict() for r in self.rows]})
+                                "results": [r.to_dict() for r in self.rows],
+                                "stability": [f.to_dict() for f in self.stability]})
 
 
 class RunProgress(Protocol):
@@ -206,6 +210,7 @@ def run(
     db: str | Path | None = None,
     progress: Callable[[int, RunOptions], RunProgress] | None = None,
     argv: list[str] | None = None,
+    replicate: bool = True,
 ) -> RunOutcome:
     """Measure training speed per configuration (the cross product of the choices this
     machine can run), interleaved per workload, with loss equivalence; store each trial.
@@ -223,6 +228,9 @@ def run(
             stored results come back as stored.
         progress: ``progress(n_trials, options)`` for each workload group: an object with
             ``event(kind, spec, info)`` and ``stop()``.
+        replicate: measure the reference, its accelerator/CPU partner and the likely
+            winner in two or more worker processes each, as ``budget`` holds them (their
+            CIs then cover a rerun in a fresh process); False: one process each.
 
     Raises:
         devicebench.errors.DevicebenchError: bad input (one clear message): an unknown
@@ -230,10 +238,12 @@ def run(
     """
     from devicebench.advisor.equivalence import loss_check
     from devicebench.env.probe import probe_host_layer
+    from devicebench.measure.load import read_load
     from devicebench.store import recorded_run
     from devicebench.trials.engine import run_workload_group
     from devicebench.trials.epochs import fit_estimate
     from devicebench.trials.plan import plan_trials
+    from devicebench.trials.stability import finding_line, stability_findings
     from devicebench.trials.summary import compare
     from devicebench.validate import check_run_request
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
@@ -286,6 +296,7 @@ def run(
     with recorded_run(Path(db) if db else None, snapshot, "run",
                       {"argv": argv if argv is not None else []}) as rec:
         store, machine, run_id = rec.store, rec.machine_id, rec.run_id
+        load_before = read_load()
         done_keys = store.completed_specs(machine) if resume else set()
         for name in names:
             group = [s for s in plan.specs if s.workload == name]
@@ -306,17 +317,26 @@ def run(
                 results += run_workload_group(
                     todo, options, on_event=bar.event if bar else None,
                     on_result=rec.keep_trial, run_id=run_id,
-                    loss_check=loss_check)
+                    loss_check=loss_check, replicate=replicate,
+                    on_replication=lambda rep, n=name: notes.extend(
+                        f"{n}: {line}" for line in rep.notes))
             finally:
                 if bar:
                     bar.stop()
+        load_after = read_load()
+        findings = stability_findings(results, load_before, load_after)
+        notes += [finding_line(f) for f in findings]
+        rec.summary = {"load": {"before": load_before and load_before.to_dict(),
+                                "after": load_after and load_after.to_dict()},
+                       "stability": [f.to_dict() for f in findings]}
     # Only trials measured together in this run are compared (their rounds interleaved);
     # stored ones are shown as they were stored, apart.
     rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
     rows = [replace(r, result=replace(r.result, spec=r.result.spec.with_(
         workload=shown[r.result.spec.workload]))) if r.result.spec.workload in shown else r
         for r in rows]
-    return RunOutcome(run_id, rows, [_shown(n, shown) for n in notes], list(rec.problems))
+    return RunOutcome(run_id, rows, [_shown(n, shown) for n in notes], list(rec.problems),
+                      findings)
 
 
 def _shown(text: str, names: dict[str, str]) -> str:

@@ -32,6 +32,7 @@ from devicebench.measure.stats import paired_ratio
 from devicebench.schema import envelope
 from devicebench.trials.headline import Headline, headline
 from devicebench.trials.plan import installed_backends, machine_devices
+from devicebench.trials.replication import Replication, replicate_keys
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import ComparisonRow, compare
@@ -63,6 +64,10 @@ class AdviceResult:
     epochs: int = DEFAULT_EPOCHS
     baseline_reason: str = ""
     stop_reason: str = ""
+    replication: Replication | None = None  # processes per configuration the verdict rests on
+    # Set by the live job (advisor.job): stability findings and the machine's load.
+    stability: list[Any] = field(default_factory=list)
+    load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def recommended_row(self) -> ComparisonRow | None:
@@ -94,6 +99,9 @@ class AdviceResult:
             "epochs": self.epochs,
             "baseline_reason": self.baseline_reason,
             "search_stop": self.stop_reason,
+            "replication": self.replication.to_dict() if self.replication else None,
+            "stability": [f.to_dict() for f in self.stability],
+            "load": self.load,
         })
 
 
@@ -274,9 +282,24 @@ def advise_workload(
         result.stop_reason = found.stop_reason
         # The final: more interleaved rounds for the baseline and the finalists (whole
         # epochs, as the user's fit runs them, when all of theirs are short), until
-        # the answer is decided or the budget ends; at least 6 rounds in all.
-        group.measure(budget.final_options(group.results[s] for s in group.live),
-                      enough=decided(baseline, finalists))
+        # the answer is decided or the budget ends; at least 6 rounds in all. The
+        # baseline, the headline's partner and the winner so far are measured in two or
+        # more processes (more where they disagree), as the budget holds them.
+        winner = min((s for s in finalists if s != partner),
+                     key=lambda s: outcomes[s].median_step_s or float("inf"), default=None)
+
+        def final_rounds() -> None:
+            live = [group.results[s] for s in group.live]
+            n = {s: group.processes(s) for s in group.live}
+            group.measure(budget.final_options(live, n, group.rounds_done),
+                          enough=decided(baseline, finalists))
+
+        result.replication = replicate_keys(
+            group, [baseline, *([partner] if partner else []), *([winner] if winner else [])],
+            left=budget.left, measure=final_rounds,
+            cost=lambda n, new: budget.replication_cost(
+                [group.results[s] for s in group.live], n, new))
+        result.notes.extend(result.replication.notes)
         group.finish()
     finally:
         group.close()  # an interrupted search leaves no worker behind

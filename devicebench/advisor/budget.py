@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from devicebench.advisor.figures import DeviceFigures
 from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, WHOLE_EPOCH_SECONDS
 from devicebench.trials.engine import RunOptions
+from devicebench.trials.replication import replica_cost
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
@@ -103,19 +104,45 @@ class SearchBudget:
         return [RunOptions(min_rounds=2, max_rounds=2, **short),
                 RunOptions(min_rounds=4, max_rounds=4, **short)]
 
-    def final_options(self, live: Iterable[TrialResult] = ()) -> RunOptions:
+    def final_options(self, live: Iterable[TrialResult] = (),
+                      processes: dict[TrialSpec, int] | None = None,
+                      rounds_done: int = 0) -> RunOptions:
         """The final comparison: at most 30 rounds, until every CI is within 3% or what
         remains of the budget has passed; at least FINAL_MIN_ROUNDS rounds in all — or
-        as many as the rest of the budget holds at the live trials' block lengths (never
-        fewer than 3: a CI needs them)."""
+        as many as the rest of the budget holds at the live trials' block lengths, each
+        trial's times its ``processes`` (never fewer than 3: a CI needs them; with
+        replicated trials, never fewer than 3 beyond ``rounds_done``, so each new
+        process has rounds of its own)."""
         live = list(live)
-        round_s = sum(block_estimate([r]) for r in live) or TARGET_BLOCK_SECONDS
+        n = processes or {}
+        round_s = (sum(block_estimate([r]) * n.get(r.spec, 1) for r in live)
+                   or TARGET_BLOCK_SECONDS)
         # A trial's first blocks are warm-up (about two blocks, not samples).
         warmup_s = sum(2 * block_estimate([r]) for r in live if r.warmup_seconds is None)
         fits = int((self.left() - warmup_s) // round_s)
-        return RunOptions(min_rounds=max(3, min(FINAL_MIN_ROUNDS, fits)), max_rounds=30,
+        least = max(3, min(FINAL_MIN_ROUNDS, fits))
+        if any(v > 1 for v in n.values()):
+            least = max(least, rounds_done + 3)
+        return RunOptions(min_rounds=least, max_rounds=max(30, least),
                           budget_seconds=max(1.0, self.left()),
                           block_timeout=self.block_timeout)
+
+    def replication_cost(self, live: Iterable[TrialResult], processes: dict[TrialSpec, int],
+                         new: list[TrialResult], rounds: int = 3) -> float:
+        """Seconds that measuring ``live`` with ``processes[spec]`` worker processes
+        each costs from here: starting the ``new`` processes (one result per new process:
+        its trial's import, set-up and warm-up), the warm-up of trials not warmed up yet,
+        and ``rounds`` rounds at their block lengths (measured ones where there are)."""
+        live = list(live)
+
+        def block(r: TrialResult) -> float:
+            return max(block_estimate([r]), max(r.block_seconds, default=0.0))
+
+        warm = sum(r.warmup_seconds if r.warmup_seconds is not None else 2 * block(r)
+                   for r in new)
+        warm += sum(2 * block(r) for r in live if r.warmup_seconds is None)
+        round_s = sum(block(r) * processes.get(r.spec, 1) for r in live)
+        return replica_cost(new) + warm + rounds * round_s
 
 
 def block_estimate(results: Iterable[TrialResult]) -> float:

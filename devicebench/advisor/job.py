@@ -45,9 +45,11 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     """
     from devicebench.advisor.figures import device_figures
     from devicebench.env.probe import probe_host_layer
+    from devicebench.measure.load import read_load
     from devicebench.store import recorded_run
     from devicebench.store.ops import latest_ops_run
     from devicebench.trials.plan import installed_backends, validate_spec
+    from devicebench.trials.stability import finding_line, stability_findings
     from devicebench.validate import check_advise_request
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
 
@@ -73,6 +75,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     options = {"argv": sys.argv[1:], "workload": workload, "budget": budget}
     with recorded_run(db, snapshot, "advise", options) as rec:
         # `devicebench ops` figures of this machine (same hardware and versions), if any.
+        load_before = read_load()
         found = latest_ops_run(rec.store, rec.machine_id)
         every = {d: f for d in {w.device for w in found[1]}
                  if (f := device_figures(*found, d))} if found else {}
@@ -83,6 +86,13 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
             device_figures=every, baseline_reason=why,
             on_result=lambda r: (rec.keep_trial(r), on_result(r) if on_result else None),
             on_event=on_event)
+        load_after = read_load()
+        # Stability findings of the final's trials and the machine's load around them.
+        advice.stability = stability_findings([r.result for r in advice.rows], load_before,
+                                              load_after)
+        advice.notes.extend(finding_line(f) for f in advice.stability)
+        advice.load = {"before": load_before and load_before.to_dict(),
+                       "after": load_after and load_after.to_dict()}
         rec.summary = advice.to_dict()
     advice.notes.extend(rec.problems)  # results the store would not take: kept aside
     return advice

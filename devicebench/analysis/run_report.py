@@ -16,9 +16,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from devicebench.analysis.monitor_report import MonitorFigures, monitor_figures
+from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.fmt import fmt_bytes, fmt_rate
+from devicebench.measure.load import LoadReading
 from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
 from devicebench.schema import envelope
@@ -34,6 +36,7 @@ from devicebench.store.runs import (
 from devicebench.trials.epochs import fit_estimate
 from devicebench.trials.headline import Headline, device_partner, headline
 from devicebench.trials.result import TrialResult
+from devicebench.trials.stability import finding_line, stability_findings
 from devicebench.trials.summary import compare
 
 SAME_MATH = ("reference", "same")
@@ -122,6 +125,7 @@ class RunReport:
     ops: OpsSection | None = None
     notes: list[str] = field(default_factory=list)
     monitor: MonitorFigures | None = None  # a monitored fit: its blocks, nothing else
+    stability: list[Finding] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -301,6 +305,21 @@ def training_figures(run: StoredRun, has_accel: bool) -> list[WorkloadFigures]:
     return out
 
 
+def _stability(run: StoredRun) -> list[Finding]:
+    """Stability findings of a stored run's trials, and of the machine's load around
+    them where the run stored it (runs since schema 5's replication do)."""
+    load = (run.summary or {}).get("load") or {}
+
+    def reading(d: Any) -> LoadReading | None:
+        try:
+            return LoadReading.from_dict(d) if isinstance(d, dict) else None
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    return stability_findings(_latest_per_spec(run.trials), reading(load.get("before")),
+                              reading(load.get("after")))
+
+
 # -- ops ---------------------------------------------------------------------------------
 def ops_section(run: StoredRun) -> OpsSection | None:
     """Speed-up-vs-size curves of an ``ops`` run: accelerator paths against the same path
@@ -402,6 +421,10 @@ def build_report(store: ResultStore, run_id: int | None,
                                 "recent sweeps (report --ops-run ID picks another)")
     if training is not None:
         report.workloads = training_figures(training, has_accel)
+        report.stability = _stability(training)
+        shown = {n for w in report.workloads for n in w.notes}  # advise stored its own
+        report.notes += [line for f in report.stability
+                         if (line := finding_line(f)) not in shown]
     if ops_run is not None:
         report.ops = ops_section(ops_run)
     return report

@@ -5,6 +5,7 @@ Bootstraps use a fixed seed so a stored result always renders the same figures.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,6 +89,9 @@ class Ratio:
     n_rounds: int
     # True: paired by interleaved round; False: independent samples (ratio of medians).
     interleaved: bool = True
+    # Worker processes behind (baseline, candidate): (1, 1) unless replicated, when the
+    # CI resamples processes as well as rounds.
+    processes: tuple[int, int] = (1, 1)
 
     @property
     def significant(self) -> bool:
@@ -97,11 +101,22 @@ class Ratio:
 
 class RoundTimes(dict[int, float]):
     """Round index -> step time, tagged with the group whose rounds they are (round
-    indices mean something only inside one interleaved group; "": untagged)."""
+    indices mean something only inside one interleaved group; "": untagged).
 
-    def __init__(self, times: dict[int, float] | None = None, group: str = "") -> None:
+    ``by_process`` (optional) holds the same rounds per worker process (replica ->
+    round -> step time) when more than one process measured the trial: a paired ratio
+    then resamples processes too (:func:`paired_ratio`)."""
+
+    def __init__(self, times: dict[int, float] | None = None, group: str = "",
+                 by_process: dict[int, dict[int, float]] | None = None) -> None:
         super().__init__(times or {})
         self.group = group
+        self.by_process = by_process or {}
+
+    @property
+    def processes(self) -> int:
+        """How many worker processes measured these rounds (1 when untagged)."""
+        return max(1, len(self.by_process))
 
 
 class UnpairedGroups(ValueError):
@@ -134,6 +149,11 @@ def paired_ratio(
     rounds = sorted(set(baseline) & set(candidate))
     if not rounds:
         return None
+    pb = getattr(baseline, "by_process", {}) or {}
+    pc = getattr(candidate, "by_process", {}) or {}
+    if len(pb) > 1 or len(pc) > 1:
+        return _hierarchical_ratio(pb or {0: dict(baseline)}, pc or {0: dict(candidate)},
+                                   rounds, baseline, candidate)
     b = np.array([baseline[r] for r in rounds])
     c = np.array([candidate[r] for r in rounds])
     value = float(np.median(b) / np.median(c))
@@ -189,3 +209,110 @@ def ratio_of_medians(baseline: Sequence[float], candidate: Sequence[float]) -> R
     lo, hi = np.quantile(boots, [alpha, 1 - alpha]) if boots.size else (value, value)
     return Ratio(value, float(min(lo, value)), float(max(hi, value)), int(min(b.size, c.size)),
                  interleaved=False)
+
+
+# -- across worker processes ----------------------------------------------------------
+# A process here settles at its own speed for its life (DESIGN: five reruns of one
+# configuration gave 3.6-7.8 ms/step, each with a within-run CI of a few %): the rounds
+# of one process are not independent draws of what a rerun would give. With two or more
+# processes per configuration the CI comes from a two-level (hierarchical) bootstrap:
+# resample the processes, then the rounds within each chosen process (Davison & Hinkley,
+# "Bootstrap Methods and their Application", 1997, sec. 3.8: resampling at both stages
+# of a two-stage design). With one process it is the ordinary bootstrap over rounds.
+
+
+def hierarchical_summary(by_process: dict[int, Sequence[float]]) -> Summary:
+    """Median, quartiles and a 95% CI of the median of samples measured by several
+    worker processes (replica -> that process's samples): the CI resamples processes,
+    then samples within each, so it covers what a rerun in a fresh process would give.
+    One process: :func:`summarize`.
+
+    Example:
+        >>> s = hierarchical_summary({0: [1.0, 1.01, 0.99], 1: [1.2, 1.21, 1.19]})
+        >>> s.ci_low < 1.0 < 1.2 < s.ci_high
+        True
+    """
+    groups = [np.asarray(v, dtype=float) for v in by_process.values() if len(v)]
+    if not groups:
+        raise ValueError("no samples")
+    if len(groups) == 1:
+        return summarize(groups[0])
+    x = np.concatenate(groups)
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    rng = _rng()
+    p, width = len(groups), max(g.size for g in groups)
+    padded = np.full((p, width), np.nan)
+    for j, g in enumerate(groups):
+        padded[j, :g.size] = g
+    sizes = np.array([g.size for g in groups])
+    chosen = rng.integers(0, p, size=(N_BOOT, p))  # processes, with replacement
+    n = sizes[chosen][..., None]  # each chosen process's own sample count
+    idx = np.floor(rng.random((N_BOOT, p, width)) * n).astype(int)  # then its samples
+    draws = padded[chosen[..., None], idx]
+    draws[np.arange(width)[None, None, :] >= n] = np.nan  # a smaller process: fewer
+    boots = np.nanmedian(draws.reshape(N_BOOT, -1), axis=1)
+    alpha = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
+    # With two processes the bootstrap can only pick {a,a},{a,b},{b,b}: keep at least
+    # the span of the process medians, which is what a rerun has been seen to give.
+    meds = [float(np.median(g)) for g in groups]
+    return Summary(int(x.size), float(med), float(q1), float(q3),
+                   float(min(lo, min(meds))), float(max(hi, max(meds))))
+
+
+def process_medians(by_process: dict[int, Sequence[float]]) -> dict[int, float]:
+    """Each process's median (replica -> median) of its samples."""
+    return {k: float(np.median(v)) for k, v in by_process.items() if len(v)}
+
+
+def between_process_spread(by_process: dict[int, Sequence[float]]) -> float:
+    """(max - min) of the process medians relative to their median (0: one process)."""
+    meds = list(process_medians(by_process).values())
+    if len(meds) < 2:
+        return 0.0
+    mid = float(np.median(meds))
+    return (max(meds) - min(meds)) / mid if mid > 0 else float("inf")
+
+
+def _hierarchical_ratio(pb: dict[int, dict[int, float]], pc: dict[int, dict[int, float]],
+                        rounds: list[int], baseline: dict[int, float],
+                        candidate: dict[int, float]) -> Ratio:
+    """Paired ratio across processes: each bootstrap draw resamples the baseline's and
+    the candidate's processes (independently: different processes), then the common
+    rounds (jointly: a round's pair stays together); a round's figure is the median of
+    the chosen processes' figures in it."""
+    b = np.array([baseline[r] for r in rounds])
+    c = np.array([candidate[r] for r in rounds])
+    value = float(np.median(b) / np.median(c))
+
+    def matrix(p: dict[int, dict[int, float]]) -> np.ndarray:
+        m = np.full((len(p), len(rounds)), np.nan)
+        for i, times in enumerate(p.values()):
+            for j, r in enumerate(rounds):
+                if r in times:
+                    m[i, j] = times[r]
+        return m
+
+    mb, mc = matrix(pb), matrix(pc)
+    rng = _rng()
+    n = len(rounds)
+    cols = (rng.integers(0, n, size=(N_BOOT, n)) if n >= 3
+            else np.broadcast_to(np.arange(n), (N_BOOT, n)))
+
+    def per_round(m: np.ndarray) -> np.ndarray:
+        rows = rng.integers(0, m.shape[0], size=(N_BOOT, m.shape[0]))
+        with warnings.catch_warnings():  # a round no chosen process measured: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmedian(m[rows[:, :, None], cols[:, None, :]], axis=1)
+
+    bb, cc = per_round(mb), per_round(mc)
+    both = np.isfinite(bb) & np.isfinite(cc)  # a round's pair stays together
+    bb, cc = np.where(both, bb, np.nan), np.where(both, cc, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        boots = np.nanmedian(bb, axis=1) / np.nanmedian(cc, axis=1)
+    boots = boots[np.isfinite(boots)]
+    alpha = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(boots, [alpha, 1 - alpha]) if boots.size else (value, value)
+    return Ratio(value, float(min(lo, value)), float(max(hi, value)), n,
+                 processes=(len(pb), len(pc)))

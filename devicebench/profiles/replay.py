@@ -70,14 +70,17 @@ class ReplayWorker:
     """One trial's worker, served from its profile record."""
 
     def __init__(self, spec: TrialSpec, record: TrialRecord, clock: VirtualClock,
-                 imports: ImportWave | None = None) -> None:
+                 imports: ImportWave | None = None, replica: int = 0) -> None:
+        """``replica``: the how-manieth worker process of ``spec`` this is. A profile holds
+        one process's blocks per configuration, so a replica replays the same recorded
+        blocks, starting ``replica`` quarters of the way through them."""
         self.spec = spec
         self.record = record
         self.clock = clock
         self.imports = imports or ImportWave(None)
         self._pending: dict[str, Any] | None = None
         self._import_started: float | None = None  # set by prepare until its reply
-        self._block = 0
+        self._block = (replica * len(record.step_seconds)) // 4 if record.step_seconds else 0
         self._warmed = False
         self._step_estimate = record.setup_step or TARGET_BLOCK_SECONDS
 
@@ -187,13 +190,16 @@ def replay_launcher(profile: MachineProfile, clock: VirtualClock
     ``profile``; a spec the profile lacks fails at once as ``skipped``."""
 
     imports = ImportWave(profile.snapshot.get("host", {}).get("cpu_cores_logical"))
+    started: dict[TrialSpec, int] = {}
 
     def start(spec: TrialSpec) -> ReplayWorker:
         record = profile.record(spec)
         if record is None:
             raise WorkerFailure("skipped", f"{spec.label} is absent from the "
                                 f"{profile.name} profile (not measured there)")
-        return ReplayWorker(spec, record, clock, imports)
+        replica = started.get(spec, 0)
+        started[spec] = replica + 1
+        return ReplayWorker(spec, record, clock, imports, replica=replica)
 
     return start
 
@@ -243,4 +249,10 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
         start_group=engine_group(start_worker=replay_launcher(profile, clock), clock=clock,
                                  on_result=on_result),
         clock=clock, cpu_rate=None)
+    if any(r.result.processes > 1 for r in advice.rows):
+        advice.notes.append(
+            f"replay: the {profile.name} profile holds one process's blocks per "
+            "configuration; each extra process replayed those same recorded blocks (from "
+            "another block on), so the spread across processes here is that one "
+            "process's, not a second process's")
     return advice, clock.now

@@ -276,10 +276,11 @@ class ResultStore:
             )
             trial_id = int(cur.lastrowid or 0)
             c.executemany(
-                "INSERT INTO samples (trial_id, idx, round, seconds, steps) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO samples (trial_id, idx, round, seconds, steps, replica) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 [(trial_id, i, rounds[i] if i < len(rounds) else None, float(s),
-                  result.steps_per_block) for i, s in enumerate(seconds)],
+                  result.steps_per_block, result.replica_of(i))
+                 for i, s in enumerate(seconds)],
             )
         return trial_id
 
@@ -347,10 +348,13 @@ class ResultStore:
         data["run_id"] = run_id
         # Before results carried their group, a run measured each workload in one group.
         data["group_id"] = data.get("group_id") or f"run{run_id}"
-        samples = c.execute("SELECT round, seconds FROM samples WHERE trial_id = ? ORDER BY idx",
-                            (trial_id,)).fetchall()
-        data["block_seconds"] = [s for _, s in samples]
-        data["block_rounds"] = [r for r, _ in samples if r is not None]
+        samples = c.execute("SELECT round, seconds, replica FROM samples WHERE trial_id = ? "
+                            "ORDER BY idx", (trial_id,)).fetchall()
+        data["block_seconds"] = [s for _, s, _ in samples]
+        data["block_rounds"] = [r for r, _, _ in samples if r is not None]
+        # Untagged (every block by the first process) stays untagged.
+        replicas = [int(k) for _, _, k in samples]
+        data["block_replicas"] = replicas if any(replicas) else []
         return TrialResult.from_dict(data)
 
 

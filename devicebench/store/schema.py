@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-CURRENT_SCHEMA = 4
+CURRENT_SCHEMA = 5
 
 # Version 1: machines, runs, trials; a trial's raw blocks live inside its result JSON.
 V1_STATEMENTS: tuple[str, ...] = (
@@ -111,8 +111,15 @@ V4_STATEMENTS: tuple[str, ...] = (
     )""",
 )
 
+# Version 5: the worker process (replica) that measured each block: a configuration a
+# verdict rests on is measured in more than one process (0: the trial's first process,
+# and every block stored before version 5).
+V5_STATEMENTS: tuple[str, ...] = (
+    "ALTER TABLE samples ADD COLUMN replica INTEGER NOT NULL DEFAULT 0",
+)
+
 # Keys of a version-2 result JSON that live elsewhere (spec column, samples table).
-MOVED_KEYS = ("spec", "block_seconds", "block_rounds")
+MOVED_KEYS = ("spec", "block_seconds", "block_rounds", "block_replicas")
 
 
 def _migrate_v1(conn: sqlite3.Connection) -> None:
@@ -152,9 +159,15 @@ def _migrate_v4(conn: sqlite3.Connection) -> None:
         conn.execute(sql)
 
 
+def _migrate_v5(conn: sqlite3.Connection) -> None:
+    for sql in V5_STATEMENTS:
+        conn.execute(sql)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: dict[int, Migration] = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4}
+MIGRATIONS: dict[int, Migration] = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3, 4: _migrate_v4,
+                                  5: _migrate_v5}
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

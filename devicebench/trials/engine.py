@@ -12,13 +12,23 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from devicebench.errors import strip_ansi
-from devicebench.launch import Worker, WorkerFailure, WorkerProcess, worker_env
-from devicebench.trials.blocks import MIN_EQUIVALENCE_STEPS, SCREEN_MIN_STEPS, WHOLE_EPOCH_SECONDS
+from devicebench.launch import Worker, WorkerFailure
+from devicebench.trials.blocks import MIN_EQUIVALENCE_STEPS, SCREEN_MIN_STEPS
+from devicebench.trials.options import (  # re-exported: callers import them from here
+    NO_LOSS_CHECK,
+    WORKER_MODULE,
+    Event,
+    LossCheck,
+    RunOptions,
+    _failed,
+    _with_verdict,
+    default_reference,
+    start_process_worker,
+)
 from devicebench.trials.protocol import (
     FINISH,
     BlockReply,
@@ -28,97 +38,24 @@ from devicebench.trials.protocol import (
     SetupReply,
     SetupRequest,
 )
+from devicebench.trials.replication import measure_replicated
 from devicebench.trials.result import TrialResult, fastest_setup_step
+from devicebench.trials.rounds import block_changes, set_blocks_apart, start_replicas
 from devicebench.trials.spec import TrialSpec
 
-WORKER_MODULE = "devicebench.trials.worker"
+DEFAULT_OPTIONS = RunOptions()  # frozen: safe as a default argument
 
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How long and how precisely to measure.
-
-    Attributes:
-        min_rounds: rounds always measured (per trial one timed block per round).
-        max_rounds: stop after this many rounds.
-        budget_seconds: measuring stops (past min_rounds) when another round like the
-            last would end after this long, even if the CI target is not met; the table
-            then says the spread is wide.
-        target_ci: stop when every trial's 95% CI half-width is at most this fraction.
-        equivalence_steps: steps from the shared initial weights whose losses are compared.
-        setup_timeout: seconds for a worker's build, compile, equivalence steps and
-            warm-up (the user's ``--timeout``).
-        import_timeout: seconds for a worker's framework import, apart: workers import
-            side by side, and on a loaded machine an import alone can take a minute.
-        block_timeout: seconds for one round's block(s) of one trial.
-        memory_limit_bytes: resident-memory limit of each worker (its framework and
-            children included): the parent kills it there and records ``oom``.
-        whole_epoch_seconds: when every live trial's epoch is estimated shorter than
-            this, blocks are whole epochs (as the user's fit runs them); otherwise every
-            trial uses blocks of K steps (0: always K steps). Decided at each measure.
-        max_warmup_seconds: warm-up stops after this long even if not settled.
-    """
-
-    min_rounds: int = 5
-    max_rounds: int = 30
-    budget_seconds: float = 60.0
-    target_ci: float = 0.03
-    equivalence_steps: int = 50
-    setup_timeout: float = 300.0
-    import_timeout: float = 600.0
-    block_timeout: float = 120.0
-    memory_limit_bytes: int | None = None
-    whole_epoch_seconds: float = WHOLE_EPOCH_SECONDS
-    max_warmup_seconds: float = 60.0
-
-
-def start_process_worker(spec: TrialSpec, memory_limit_bytes: int | None = None) -> Worker:
-    """A fresh worker process with ``spec``'s process-global settings in its environment;
-    killed (status ``oom``) if its resident memory reaches ``memory_limit_bytes``."""
-    return WorkerProcess.start(WORKER_MODULE, env=worker_env(spec.backend, spec.device,
-                                                             spec.threads),
-                               memory_limit_bytes=memory_limit_bytes)
-
-
-def default_reference(specs: list[TrialSpec]) -> TrialSpec:
-    """TensorFlow, cpu, float32, the workload's defaults if present; else the first spec."""
-    for s in specs:
-        if (s.backend, s.device, s.precision, s.jit, s.batch_size) == (
-            "tensorflow", "cpu", "float32", "auto", None):
-            return s
-    return specs[0]
-
-
-Event = Callable[[str, TrialSpec | None, dict[str, Any]], None]
-# (reference, candidate) -> (verdict, detail): do the two train the same model? The
-# caller's policy (tolerances per precision): devicebench.advisor.equivalence.loss_check.
-LossCheck = Callable[[TrialResult, TrialResult], tuple[str, str]]
-NO_LOSS_CHECK = "losses not compared (no loss check was given)"
-
-
-def _failed(result: TrialResult, exc: WorkerFailure) -> TrialResult:
-    """``result`` ended by ``exc``: its status, error and tails (a new record)."""
-    changes: dict[str, Any] = {
-        "status": exc.status,
-        "error": strip_ansi(exc.message),  # stored text: no terminal colour codes
-        "stderr_tail": strip_ansi(exc.stderr_tail)[-2000:],
-        "traceback_tail": strip_ansi(exc.traceback_tail),
-    }
-    if exc.peak_rss_bytes is not None:
-        changes["peak_rss_bytes"] = exc.peak_rss_bytes
-    if exc.status == "nan":
-        changes["nonfinite"] = True
-    return replace(result, **changes)
+__all__ = ["NO_LOSS_CHECK", "WORKER_MODULE", "Event", "LossCheck", "RunOptions",
+           "TrialGroup", "default_reference", "run_workload_group", "start_process_worker"]
 
 
 class TrialGroup:
     """Live workers of one workload, measured together round by round.
 
-    Trials are added (their workers start at once, so the framework imports overlap;
-    then each is set up in turn, the reference first), measured in interleaved rounds
-    as often as the caller likes, and finished when the caller says (their results are
-    final and go to ``on_result`` then). A search keeps the survivors' workers alive from one rung
-    to the next and into the final comparison, never paying a set-up twice.
+    Trials are added (workers start at once, imports overlap; set-ups run in turn, the
+    reference first), measured in interleaved rounds as often as the caller likes (in
+    one or more processes each: :meth:`replicate`), and finished when the caller says
+    (results then final, to ``on_result``): a search keeps survivors' workers alive.
 
     Example:
         >>> with TrialGroup(reference, options) as group:
@@ -132,7 +69,7 @@ class TrialGroup:
     def __init__(
         self,
         reference: TrialSpec,
-        options: RunOptions = RunOptions(),
+        options: RunOptions = DEFAULT_OPTIONS,
         *,
         equivalence_seconds: float | None = None,
         screen_factor: float | None = None,
@@ -155,12 +92,12 @@ class TrialGroup:
             start_worker: launcher seam (default: a fresh process per trial, under
                 ``options.memory_limit_bytes``), or a replayed profile
                 (:mod:`devicebench.profiles.replay`).
-            clock: what ``measure``'s budget is counted on (a replay's virtual clock).
-            run_id: the store's run these trials belong to (carried by every result).
+            clock: what ``measure``'s budget is counted on (a replay's virtual clock);
+            run_id: the store's run of these trials (carried by every result).
             group_id: this group's id, carried by every result (default: a fresh one);
                 only results of one group are paired by round.
-            loss_check: the caller's equivalence policy, applied to each trial's
-                equivalence losses against the reference's (None: verdicts stay ``n/a``).
+            loss_check: the equivalence policy, applied to each trial's equivalence
+                losses against the reference's (None: verdicts stay ``n/a``).
         """
         self.reference = reference
         self.options = options
@@ -179,6 +116,10 @@ class TrialGroup:
         self.order: list[TrialSpec] = []
         self.finished: set[TrialSpec] = set()
         self._workers: dict[TrialSpec, Worker] = {}
+        # More worker processes for the trials a verdict rests on: replica k (1, 2, ...)
+        # of a trial is self._replicas[spec][k - 1]; replica 0 is self._workers[spec].
+        self._replicas: dict[TrialSpec, list[Worker]] = {}
+        self._replica_ids: dict[TrialSpec, list[int]] = {}
         self._estimates: dict[TrialSpec, float] = {}
         self._whole: bool | None = None  # how the live trials' blocks are cut now
         self._rounds = 0
@@ -218,10 +159,11 @@ class TrialGroup:
         closing = []
         for spec in specs:
             self.finished.add(spec)
-            w = self._workers.pop(spec, None)
-            if w is not None:
-                w.begin_close()
-                closing.append(w)
+            self._replica_ids.pop(spec, None)
+            for w in [self._workers.pop(spec, None), *self._replicas.pop(spec, [])]:
+                if w is not None:
+                    w.begin_close()
+                    closing.append(w)
         try:
             for spec in specs:
                 result = self.results[spec]
@@ -309,6 +251,51 @@ class TrialGroup:
                 self.results[spec] = _with_verdict(r, self.results[self._weights_source],
                                                    self.loss_check)
 
+    def processes(self, spec: TrialSpec) -> int:
+        """How many live worker processes measure ``spec`` (0 once it is finished)."""
+        if spec in self.finished or spec not in self._workers:
+            return 0
+        return 1 + len(self._replicas.get(spec, []))
+
+    def replicate(self, counts: dict[TrialSpec, int]) -> dict[TrialSpec, int]:
+        """Give live trials more worker processes, up to ``counts[spec]`` in all (new
+        ones import together, load the shared weights, run the fewest equivalence steps;
+        set-up figures stay the first process's). Each later round times one block in
+        every process, interleaved, tagged with its replica; a replica that fails is
+        dropped (its blocks kept). Returns the processes each spec has now."""
+        opts = self.options
+        wanted = {spec: n - self.processes(spec) for spec, n in counts.items()
+                  if spec not in self.finished and spec in self._workers
+                  and self.results[spec].status == "ok"}
+        ready = start_replicas(self._start_worker, wanted, self._replica_ids,
+                               opts.import_timeout, self._emit)
+        for spec, w, k in ready:
+            req = SetupRequest(
+                spec, weights_in=str(self._weights) if self._weights_source else None,
+                equivalence_steps=MIN_EQUIVALENCE_STEPS, equivalence_seconds=0.0,
+                min_equivalence_steps=MIN_EQUIVALENCE_STEPS,
+                max_warmup_seconds=opts.max_warmup_seconds)
+            self._replicas.setdefault(spec, []).append(w)
+            self._replica_ids.setdefault(spec, []).append(k)
+            try:
+                w.request(req.to_message(), timeout=opts.setup_timeout)
+            except WorkerFailure as exc:
+                self._drop_replica(w, spec, k, exc)
+        return {s: self.processes(s) for s in counts}
+
+    def _drop_replica(self, worker: Worker, spec: TrialSpec, k: int,
+                      exc: WorkerFailure) -> None:
+        i = self._replicas[spec].index(worker)
+        del self._replicas[spec][i], self._replica_ids[spec][i]
+        worker.kill()
+        worker.close()
+        self._emit("replica-failed", spec, {"replica": k, "error": exc.message})
+
+    def _processes_of(self, spec: TrialSpec) -> list[tuple[int, Worker]]:
+        return [(0, self._workers[spec]),
+                *zip(self._replica_ids.get(spec, []), self._replicas.get(spec, []),
+                     strict=True)]
+
     def measure(self, options: RunOptions,
                 enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None) -> int:
         """Interleaved rounds over the live trials until they have had, in all, at
@@ -326,11 +313,7 @@ class TrialGroup:
                     for s in self.live)
         if self._whole is not None and whole != self._whole:
             for spec in self.live:  # kept apart: what the pruned were compared against
-                r = self.results[spec]
-                self._update(spec, earlier_blocks={
-                    "cut": r.blocks_cut, "steps_per_block": r.steps_per_block,
-                    "block_seconds": list(r.block_seconds),
-                    "block_rounds": list(r.block_rounds)}, block_seconds=(), block_rounds=())
+                self._update(spec, **set_blocks_apart(self.results[spec]))
             self._comparable_rounds = 0
         self._whole = whole
         for spec in self.live:
@@ -340,30 +323,27 @@ class TrialGroup:
         while self._comparable_rounds < options.max_rounds and self.live:
             round_start = self._clock()
             rnd = self._rounds
-            for spec in self.live:
-                msg = self._ask(spec, lambda s=spec: self._workers[s].request(
-                    MeasureRequest(bool(self._whole)).to_message(),
-                    timeout=options.block_timeout))
-                if msg is None:
-                    continue
-                reply = BlockReply.from_message(msg)
-                r = self.results[spec]
-                changes: dict[str, Any] = {
-                    "block_seconds": r.block_seconds + tuple(reply.block_seconds),
-                    "block_rounds": r.block_rounds + (rnd,) * len(reply.block_seconds)}
-                if reply.warmup_seconds is not None:
-                    changes["warmup_seconds"] = reply.warmup_seconds
-                    changes["warmup_blocks"] = reply.warmup_blocks or 0
-                if reply.validation_first_seconds is not None:
-                    changes["validation_first_seconds"] = reply.validation_first_seconds
-                if reply.validation_seconds:
-                    changes["validation_seconds"] = (r.validation_seconds
-                                                     + tuple(reply.validation_seconds))
-                    changes["validation_rounds"] = (r.validation_rounds
-                                                    + (rnd,) * len(reply.validation_seconds))
-                if reply.steps_per_block is not None:
-                    changes["steps_per_block"] = reply.steps_per_block
-                self._update(spec, **changes)
+            depth = max((self.processes(sp) for sp in self.live), default=1)
+            for level in range(depth):  # A0 B0 C0, A1 B1, ...: replicas interleave too
+                for spec in self.live:
+                    procs = self._processes_of(spec)
+                    if level >= len(procs):
+                        continue
+                    k, worker = procs[level]
+                    request = MeasureRequest(bool(self._whole)).to_message()
+                    if k == 0:
+                        msg = self._ask(spec, lambda w=worker, m=request: w.request(
+                            m, timeout=options.block_timeout))
+                        if msg is None:
+                            continue
+                    else:
+                        try:
+                            msg = worker.request(request, timeout=options.block_timeout)
+                        except WorkerFailure as exc:
+                            self._drop_replica(worker, spec, k, exc)
+                            continue
+                    self._update(spec, **block_changes(
+                        self.results[spec], BlockReply.from_message(msg), rnd, k))
             self._rounds += 1
             self._comparable_rounds += 1
             ran += 1
@@ -408,17 +388,19 @@ class TrialGroup:
     def close(self) -> None:
         """Kill whatever is still running (an interrupted run) and clean up."""
         try:
-            for w in self._workers.values():
+            for w in [*self._workers.values(),
+                      *(r for rs in self._replicas.values() for r in rs)]:
                 w.kill()
                 w.close()
             self._workers.clear()
+            self._replicas.clear()
         finally:
             self._tmp.cleanup()
 
 
 def run_workload_group(
     specs: list[TrialSpec],
-    options: RunOptions = RunOptions(),
+    options: RunOptions = DEFAULT_OPTIONS,
     *,
     reference: TrialSpec | None = None,
     start_worker: Callable[[TrialSpec], Worker] | None = None,
@@ -427,6 +409,8 @@ def run_workload_group(
     enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None,
     run_id: int | None = None,
     loss_check: LossCheck | None = None,
+    replicate: bool = False,
+    on_replication: Callable[[Any], None] | None = None,
 ) -> list[TrialResult]:
     """Measure trials of one workload against each other, interleaved.
 
@@ -441,6 +425,10 @@ def run_workload_group(
             :meth:`TrialGroup.measure`), e.g. :func:`devicebench.trials.summary.ratios_precise`.
         run_id: the store's run the results belong to (carried by each).
         loss_check: the equivalence policy (see :class:`TrialGroup`).
+        replicate: measure the reference, its accelerator/CPU partner and the likely
+            winner in two or more processes each, as the budget holds
+            (:func:`devicebench.trials.replication.measure_replicated`);
+            ``on_replication`` receives what was done.
 
     Returns:
         one TrialResult per spec, in the given order; a failed trial has its status and
@@ -451,27 +439,10 @@ def run_workload_group(
     with TrialGroup(ref, options, start_worker=start_worker, on_event=on_event,
                     on_result=on_result, run_id=run_id, loss_check=loss_check) as group:
         group.add(specs)
-        group.measure(options, enough)
+        if replicate and len(specs) > 1:
+            measure_replicated(group, options, enough, clock=time.monotonic,
+                               on_replication=on_replication)
+        else:
+            group.measure(options, enough)
         group.finish()
     return [group.results[s] for s in specs]
-
-
-def _with_verdict(result: TrialResult, reference: TrialResult | None,
-                  loss_check: LossCheck | None) -> TrialResult:
-    """``result`` with its loss verdict against ``reference`` by ``loss_check`` (a new
-    record)."""
-    if result.status == "nan":
-        return replace(result, loss_verdict="nan", loss_detail=result.error)
-    if result.status != "ok":
-        return result
-    if reference is None or reference.spec == result.spec:
-        return replace(result, loss_verdict="reference",
-                       loss_detail="initial weights from this trial")
-    changed = result.spec.math_changes(reference.spec)
-    if "batch_size" in changed:
-        return replace(result, loss_verdict="n/a", loss_detail="batch size changes the "
-                       "training itself; losses not comparable")
-    if loss_check is None:
-        return replace(result, loss_verdict="n/a", loss_detail=NO_LOSS_CHECK)
-    verdict, detail = loss_check(reference, result)
-    return replace(result, loss_verdict=verdict, loss_detail=detail)

@@ -46,7 +46,8 @@ class Headline:
                 "answer": self.answer, "accelerator_label": self.accelerator_label,
                 "cpu_label": self.cpu_label,
                 "speedup_over_cpu": ({"value": r.value, "ci95": [r.ci_low, r.ci_high],
-                                      "rounds": r.n_rounds, "interleaved": r.interleaved}
+                                      "rounds": r.n_rounds, "interleaved": r.interleaved,
+                                      "processes": list(r.processes)}
                                      if r else None),
                 "accelerator_step_s": self.accelerator_step_s,
                 "cpu_step_s": self.cpu_step_s, "text": self.text}
@@ -59,8 +60,10 @@ class Headline:
         ratio = None
         if isinstance(s, dict) and s.get("value") is not None:
             lo, hi = s.get("ci95") or (s["value"], s["value"])
+            procs = s.get("processes") or (1, 1)
             ratio = Ratio(float(s["value"]), float(lo), float(hi), int(s.get("rounds") or 0),
-                          bool(s.get("interleaved", True)))
+                          bool(s.get("interleaved", True)),
+                          (int(procs[0]), int(procs[1])))
         answer = d.get("answer") or _answer(ratio)
         return cls(str(d.get("backend", "")), str(d.get("accelerator", "")), ratio,
                    str(d.get("text", "")), d.get("accelerator_step_s"), d.get("cpu_step_s"),
@@ -113,6 +116,8 @@ def headline(baseline: TrialSpec, partner: TrialSpec | None,
         return Headline(be, dev, None, f"Accelerator: {dev} {steps} on the CPU (not "
                         "measured in the same rounds: no ratio)", a_s, c_s, **labels)
     rounds = f"{q.n_rounds} interleaved rounds"
+    if q.processes != (1, 1):
+        rounds += f" in {q.processes[1]} and {q.processes[0]} processes"
     ci = f"[95% CI {q.ci_low:.2g}-{q.ci_high:.2g}x, {rounds}]"
     if q.ci_high < 1:
         ci = f"[95% CI {1 / q.ci_high:.2g}-{1 / q.ci_low:.2g}x slower, {rounds}]"

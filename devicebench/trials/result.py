@@ -3,20 +3,27 @@ carries the run and the group it was measured in; statistics computed once, on f
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
-from devicebench.measure.stats import RoundTimes, Summary, summarize
+from devicebench.measure.stats import (
+    RoundTimes,
+    Summary,
+    between_process_spread,
+    hierarchical_summary,
+    summarize,
+)
 from devicebench.trials.spec import TrialSpec
 
 WIDE_SPREAD = 0.10  # a CI half-width above this: say so instead of trusting the figure
 
 
 # Raw sequences held as tuples (the record is immutable all the way to its samples).
-_TUPLES = ("block_seconds", "block_rounds", "equivalence_losses", "validation_seconds",
-           "validation_rounds")
+_TUPLES = ("block_seconds", "block_rounds", "block_replicas", "equivalence_losses",
+           "validation_seconds", "validation_rounds")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,10 @@ class TrialResult:
     steps_per_epoch: int = 0
     block_seconds: tuple[float, ...] = ()
     block_rounds: tuple[int, ...] = ()
+    # The worker process (replica 0, 1, ...) that measured each block; empty: all by
+    # one process (replica 0). A trial measured in several processes (a verdict rests
+    # on it) has its CI computed across processes and rounds.
+    block_replicas: tuple[int, ...] = ()
     flops_per_step: float | None = None
     peak_device_memory_bytes: int | None = None  # None = the backend cannot tell
     peak_rss_bytes: int | None = None
@@ -97,10 +108,38 @@ class TrialResult:
         k = max(self.steps_per_block, 1)
         return [t / k for t in self.block_seconds]
 
+    def replica_of(self, i: int) -> int:
+        """The replica (worker process) that measured block ``i`` (0 when untagged)."""
+        return self.block_replicas[i] if i < len(self.block_replicas) else 0
+
+    @cached_property
+    def samples_by_process(self) -> dict[int, list[float]]:
+        """Replica -> its step samples, in block order."""
+        out: dict[int, list[float]] = {}
+        for i, s in enumerate(self.step_samples):
+            out.setdefault(self.replica_of(i), []).append(s)
+        return out
+
+    @property
+    def processes(self) -> int:
+        """How many worker processes measured this trial's blocks (0: no blocks)."""
+        return len(self.samples_by_process)
+
+    @cached_property
+    def process_spread(self) -> float:
+        """(max - min) of the processes' median step times relative to their median
+        (0 with one process)."""
+        return between_process_spread(self.samples_by_process)
+
     @cached_property
     def step_time(self) -> Summary | None:
-        """Median step time with its bootstrap CI (one bootstrap per record)."""
-        return summarize(self.step_samples) if self.block_seconds else None
+        """Median step time with its bootstrap CI (one bootstrap per record); across
+        processes and rounds (hierarchical) when more than one process measured it."""
+        if not self.block_seconds:
+            return None
+        if self.processes > 1:
+            return hierarchical_summary(self.samples_by_process)
+        return summarize(self.step_samples)
 
     def median_step(self, cut: str) -> float | None:
         """Median step time from blocks cut ``cut`` way (current or earlier blocks);
@@ -123,10 +162,16 @@ class TrialResult:
         this result's group: :func:`~devicebench.measure.stats.paired_ratio` refuses to
         pair rounds of two different groups."""
         by_round: dict[int, list[float]] = {}
-        for r, s in zip(self.block_rounds, self.step_samples, strict=False):
+        per: dict[int, dict[int, list[float]]] = {}
+        for i, (r, s) in enumerate(zip(self.block_rounds, self.step_samples, strict=False)):
             by_round.setdefault(r, []).append(s)
-        return RoundTimes({r: sorted(v)[len(v) // 2] for r, v in by_round.items()},
-                          group=self.group_id)
+            per.setdefault(self.replica_of(i), {}).setdefault(r, []).append(s)
+        by_process = ({k: {r: sorted(v)[len(v) // 2] for r, v in rounds.items()}
+                       for k, rounds in per.items()} if len(per) > 1 else None)
+        pick = (statistics.median if by_process  # across processes: the true median
+                else (lambda v: sorted(v)[len(v) // 2]))
+        return RoundTimes({r: pick(v) for r, v in by_round.items()},
+                          group=self.group_id, by_process=by_process)
 
     @property
     def samples_per_second(self) -> float | None:
@@ -164,8 +209,10 @@ class TrialResult:
         st = self.step_time
         if st is None or st.rel_ci_halfwidth <= WIDE_SPREAD:
             return ""
+        where = (f"{st.n} blocks in {self.processes} processes" if self.processes > 1
+                 else f"{st.n} blocks")
         return (f"spread too wide: 95% CI is ±{st.rel_ci_halfwidth:.0%} of the median "
-                f"over {st.n} blocks; measure more rounds (run --rounds N; advise --budget) "
+                f"over {where}; measure more rounds (run --rounds N; advise --budget) "
                 "or quiet the machine")
 
     # -- serialisation ------------------------------------------------------------------

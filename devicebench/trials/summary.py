@@ -55,6 +55,7 @@ class ComparisonRow:
             "jit_resolved": r.jit_resolved,
             "spread_warning": r.spread_warning,
             "raw": {"block_seconds": r.block_seconds, "block_rounds": r.block_rounds,
+                    "block_replicas": r.block_replicas,
                     "steps_per_block": r.steps_per_block,
                     "validation_seconds": r.validation_seconds,
                     "validation_rounds": r.validation_rounds,
@@ -62,11 +63,14 @@ class ComparisonRow:
         }
         if st is not None:
             d["step_time_s"] = {"median": st.median, "q1": st.q1, "q3": st.q3,
-                                "ci95": [st.ci_low, st.ci_high], "n_blocks": st.n}
+                                "ci95": [st.ci_low, st.ci_high], "n_blocks": st.n,
+                                "processes": r.processes,
+                                "process_spread": r.process_spread}
         if self.speedup is not None:
             s = self.speedup
             d["speedup_vs_reference"] = {"value": s.value, "ci95": [s.ci_low, s.ci_high],
-                                         "rounds": s.n_rounds}
+                                         "rounds": s.n_rounds,
+                                         "processes": list(s.processes)}
         return d
 
 

@@ -57,7 +57,9 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
     for r in rows.values():
         st = r["step_time_s"]
         assert st["ci95"][0] <= st["median"] <= st["ci95"][1]
-        assert len(r["raw"]["block_seconds"]) == 3  # one synced block per round
+        # One synced block per round in each of its worker processes (two where the
+        # budget held a second process for the verdict's configurations).
+        assert len(r["raw"]["block_seconds"]) == 3 * st["processes"]
         assert r["train_epoch_s"] == pytest.approx(st["median"] * 219)
         # seed 000 validates on 2,000 samples each epoch: Keras' epoch holds both passes
         assert r["validation_s"] > 0 and r["fit"]["validation_samples"] == 2000
@@ -85,7 +87,7 @@ def test_seed_rnn_tensorflow_vs_jax_same_loss_with_ci(tmp_path):
     with ResultStore.open(db) as store:
         stored = store.trials_for_run(doc["run_id"])
     assert {r.spec.backend: r.status for r in stored} == {"tensorflow": "ok", "jax": "ok"}
-    assert all(len(r.block_seconds) == 3 for r in stored)
+    assert all(len(r.block_seconds) == 3 * r.processes for r in stored)
 
 
 @requires_jax
@@ -275,7 +277,8 @@ def test_the_python_api_runs_what_the_cli_runs(tmp_path):
                           equivalence_steps=10, db=tmp_path / "r.db")
     (row,) = out.rows
     assert row.result.status == "ok" and row.is_reference and out.failed == []
-    assert len(row.result.block_seconds) == 3 and row.result.run_id == out.run_id
+    assert len(row.result.block_seconds) == 3 * row.result.processes
+    assert row.result.run_id == out.run_id
     with ResultStore.open(tmp_path / "r.db") as store:
         assert [t.spec for t in store.trials_for_run(out.run_id)] == [row.result.spec]
     with pytest.raises(DevicebenchError, match="no device 'gpu:7'"):

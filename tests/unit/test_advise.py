@@ -71,6 +71,16 @@ class FakeGroup:
         self.finished: set[TrialSpec] = set()
         self.calls: list[list[TrialSpec]] = []
         self.rounds_done = 0
+        self.n: dict[TrialSpec, int] = {}  # worker processes per trial (replicas)
+
+    def processes(self, spec):
+        return 0 if spec in self.finished else self.n.get(spec, 1)
+
+    def replicate(self, counts):
+        for s, k in counts.items():
+            if s in self.live:
+                self.n[s] = max(self.n.get(s, 1), k)
+        return {s: self.processes(s) for s in counts}
 
     @property
     def live(self):
@@ -99,10 +109,13 @@ class FakeGroup:
         while self.rounds_done < options.max_rounds:
             d = DRIFT[self.rounds_done % len(DRIFT)]
             for s in live:
-                r = self.results[s]
+                r, k = self.results[s], self.processes(s)
+                tags = r.block_replicas or (0,) * len(r.block_seconds)
                 self.results[s] = replace(
-                    r, block_seconds=(*r.block_seconds, 10 * self.steps.get(s, 0.02) * d),
-                    block_rounds=(*r.block_rounds, self.rounds_done))
+                    r, block_seconds=(*r.block_seconds,
+                                      *[10 * self.steps.get(s, 0.02) * d] * k),
+                    block_rounds=(*r.block_rounds, *[self.rounds_done] * k),
+                    block_replicas=(*tags, *range(k)) if k > 1 or r.block_replicas else ())
             self.rounds_done += 1
             ran += 1
             if self.rounds_done >= options.min_rounds and (enough is None
@@ -219,8 +232,14 @@ def test_advise_recommends_the_significantly_faster_safe_candidate():
     assert "KERAS_BACKEND" in advice.code and '"jax"' in advice.code
     ids = {r.id for r in advice.reasons}
     assert {"overhead-bound", "recurrent-loop", "xla-payback"} <= ids
-    # The final stopped as soon as the winner was clear: its 6 rounds in all, not 30.
-    assert fake.rounds_done == 6
+    # The baseline and the winner were measured in two processes each, and the final
+    # stopped as soon as the winner was clear: 3 rounds once the second processes had
+    # joined (after the rungs' 4), not 30.
+    assert advice.replication.processes == {BASE: 2, BASE.with_(backend="jax"): 2}
+    assert not advice.replication.budget_limited
+    assert fake.rounds_done == 4 + 3
+    assert advice.to_dict()["replication"]["processes"] == {"tensorflow/cpu": 2,
+                                                           "jax/cpu": 2}
 
 
 def test_advise_keeps_the_baseline_when_nothing_is_faster():

@@ -207,7 +207,7 @@ def test_migrates_the_committed_version_1_database(tmp_path: Path) -> None:
 
     with ResultStore.open(path) as store:
         c = store.connection
-        assert c.execute("PRAGMA user_version").fetchone()[0] == CURRENT_SCHEMA == 4
+        assert c.execute("PRAGMA user_version").fetchone()[0] == CURRENT_SCHEMA == 5
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert {"samples", "ops_runs", "ops_points", "monitor_blocks"} <= tables
         assert load_ops_results(store, 1) == []
