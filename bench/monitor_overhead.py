@@ -77,7 +77,7 @@ def epochs_worker(name: str, pairs: int, warmup: int) -> dict:
 
     import keras
 
-    from devicebench.keras import TrainingMonitor
+    from devicebench.monitor import TrainingMonitor
 
     samples, _ = EPOCHS[name]
     wl, model, x, y = _compiled(name, samples)
@@ -185,7 +185,7 @@ def fits_worker(name: str, pairs: int, warmup: int) -> dict:
     import gc
     import time
 
-    from devicebench.keras import TrainingMonitor
+    from devicebench.monitor import TrainingMonitor
 
     samples, epochs, _ = SEGMENTS[name]
     wl, model, x, y = _compiled(name, samples)

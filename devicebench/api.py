@@ -352,7 +352,7 @@ class DoctorResult:
 
     snapshot: Any  # devicebench.env.snapshot.EnvSnapshot
     findings: list[Any]  # devicebench.env.finding.Finding
-    script: Any = None  # devicebench.env.script_check.ScriptReport | None
+    script: Any = None  # devicebench.script_check.ScriptReport | None
 
     @property
     def errors(self) -> list[Any]:
@@ -376,7 +376,7 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
             snapshot file that is not one.
     """
     from devicebench.env.checks import run_checks
-    from devicebench.env.script_check import inspect_script, read_script
+    from devicebench.script_check import inspect_script, read_script
     from devicebench.validate import check_doctor_request
 
     check_doctor_request(script, frameworks, timeout, snapshot, concurrent)

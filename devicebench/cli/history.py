@@ -96,7 +96,7 @@ def compare_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
-    from devicebench.analysis.compare import compare_runs
+    from devicebench.results.compare import compare_runs
     from devicebench.store import ResultStore
 
     with ResultStore.open(db, read_only=True) as store:

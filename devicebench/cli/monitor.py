@@ -22,7 +22,7 @@ MONITOR_HELP = "\n\n".join([
     "Example: devicebench monitor --csv steps.csv -- python train.py --epochs 3",
     "The script runs with DEVICEBENCH_MONITOR set (its value: the monitor's options as "
     "JSON) and a sitecustomize on PYTHONPATH; a script can also call "
-    "devicebench.keras.install_from_env() itself. Results go to the SQLite store as a "
+    "devicebench.monitor.install_from_env() itself. Results go to the SQLite store as a "
     "run tagged 'monitor' unless --no-store (devicebench history, devicebench report RUN).",
     "The store, --csv and --tensorboard are checked before the script starts (exit 2 if one "
     "cannot be written); after that the monitor never stops the training: a failure of its "
@@ -80,10 +80,10 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
     if store:
         options["db"] = str(db.resolve()) if db is not None else True
     import devicebench
-    from devicebench.keras import ENV_VAR
+    from devicebench.monitor import ENV_VAR
 
     package_parent = str(Path(devicebench.__file__).resolve().parent.parent)
-    site_dir = str(Path(devicebench.__file__).resolve().parent / "keras" / "_site")
+    site_dir = str(Path(devicebench.__file__).resolve().parent / "monitor" / "_site")
     env = dict(os.environ)
     env[ENV_VAR] = json.dumps(options) if options else "1"
     env["DEVICEBENCH_MONITOR_PATH"] = package_parent

@@ -55,8 +55,8 @@ def report(
     json_out: bool = typer.Option(False, "--json", help="Print the report's figures as JSON."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
-    from devicebench.analysis.run_report import build_report
     from devicebench.errors import InputError
+    from devicebench.results.run_report import build_report
     from devicebench.store import ResultStore
 
     if run_arg is not None and run is not None and run_arg != run:

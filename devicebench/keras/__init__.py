@@ -1,30 +1,6 @@
-"""The training monitor: a Keras 3 callback for the TensorFlow, JAX and torch backends.
+"""The training monitor's former import path, kept so that scripts written against it
+(``from devicebench.keras import TrainingMonitor``) keep working; the monitor lives in
+:mod:`devicebench.monitor`."""
 
-``TrainingMonitor`` needs Keras; it is imported on first use, so
-``import devicebench.keras`` (and the pure bookkeeping in :mod:`devicebench.keras.core`)
-works without any framework.
-
-Example:
-    >>> from devicebench.keras import TrainingMonitor          # doctest: +SKIP
-    >>> model.fit(x, y, epochs=3, callbacks=[TrainingMonitor()])  # doctest: +SKIP
-"""
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["TrainingMonitor", "install_from_env", "ENV_VAR"]
-
-ENV_VAR = "DEVICEBENCH_MONITOR"
-
-
-def __getattr__(name: str) -> Any:
-    if name == "TrainingMonitor":
-        from devicebench.keras.callback import TrainingMonitor
-
-        return TrainingMonitor
-    if name == "install_from_env":
-        from devicebench.keras.attach import install_from_env
-
-        return install_from_env
-    raise AttributeError(f"module 'devicebench.keras' has no attribute {name!r}")
+from devicebench.monitor import *  # noqa: F403
+from devicebench.monitor import __all__  # noqa: F401

@@ -7,7 +7,7 @@ elements can be found (and counted) in the page's DOM. Text goes into the SVG as
 (``svg.fonttype: none``), XML-escaped by matplotlib, with mathtext off: a ``$`` or a
 ``<script>`` in a workload name is drawn as it is, never interpreted.
 
-Formatting only: every figure plotted comes from :mod:`devicebench.analysis.run_report`.
+Formatting only: every figure plotted comes from :mod:`devicebench.results.run_report`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from devicebench.analysis.run_report import ConfigFigures, OpsFigures
 from devicebench.errors import InputError
+from devicebench.results.run_report import ConfigFigures, OpsFigures
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f", "#bcbd22", "#17becf")

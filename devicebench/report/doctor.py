@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.text import Text
 
 from devicebench.env.finding import SEVERITIES, Finding, sort_findings
-from devicebench.env.script_check import ScriptReport
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.fmt import fmt_bytes
 from devicebench.report.console import make_console
 from devicebench.schema import envelope
+from devicebench.script_check import ScriptReport
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 

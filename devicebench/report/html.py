@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from html import escape
 
-from devicebench.analysis.run_report import (
+from devicebench.fmt import fmt_bytes, fmt_duration
+from devicebench.fmt import fmt_ratio_ci as _ratio
+from devicebench.report import charts
+from devicebench.results.run_report import (
     ConfigFigures,
     RunReport,
     WorkloadFigures,
 )
-from devicebench.fmt import fmt_bytes, fmt_duration
-from devicebench.fmt import fmt_ratio_ci as _ratio
-from devicebench.report import charts
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:980px;

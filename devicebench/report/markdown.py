@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from devicebench.analysis.compare import RunComparison
-from devicebench.analysis.run_report import RunReport
 from devicebench.fmt import fmt_bytes, fmt_duration
 from devicebench.fmt import fmt_ratio_ci as _ratio
+from devicebench.results.compare import RunComparison
+from devicebench.results.run_report import RunReport
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from html import escape
 
-from devicebench.analysis.monitor_report import MonitorFigures
 from devicebench.fmt import fmt_bytes, fmt_duration
 from devicebench.report import charts
+from devicebench.results.monitor_report import MonitorFigures
 
 MAX_MD_ROWS = 12  # per-epoch rows in Markdown (first and last ones beyond that)
 

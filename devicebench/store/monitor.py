@@ -1,7 +1,7 @@
 """Monitored training runs in the store: a run with command ``"monitor"`` (what the fit
 was and its summary in the run's options) and one ``monitor_blocks`` row per timed block.
 
-Blocks are plain dicts (``devicebench.keras.core.Block.to_dict()``), so the store does
+Blocks are plain dicts (``devicebench.monitor.core.Block.to_dict()``), so the store does
 not depend on the callback's package.
 
 Example:

@@ -92,7 +92,7 @@ V3_STATEMENTS: tuple[str, ...] = (
     "CREATE INDEX ops_points_op ON ops_points(op, mode, size)",
 )
 
-# Version 4: `TrainingMonitor` (devicebench.keras). A monitored fit is a run with command
+# Version 4: `TrainingMonitor` (devicebench.monitor). A monitored fit is a run with command
 # "monitor" (its summary in the run's options); each timed block of steps is a row.
 V4_STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE monitor_blocks (

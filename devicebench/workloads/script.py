@@ -155,7 +155,7 @@ def read_script(script: str) -> tuple[bytes, ast.AST]:
 def _doctor_hint(script: str, line: int | None) -> str:
     """The script check's finding at ``line`` (or its first error), as 'doctor: ...'."""
     try:
-        from devicebench.env.script_check import check_script
+        from devicebench.script_check import check_script
 
         findings = check_script(script)
     except Exception:  # noqa: BLE001 - a hint only

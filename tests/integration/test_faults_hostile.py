@@ -250,7 +250,7 @@ def test_output_to_a_full_device_is_one_line():
 
 _MONITOR_ARGS = """
 import json, sys
-from devicebench.keras import TrainingMonitor
+from devicebench.monitor import TrainingMonitor
 out = []
 for kwargs in json.loads(sys.argv[1]):
     kwargs = {k: (float(v[4:]) if isinstance(v, str) and v.startswith("num:") else v)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from devicebench.keras.sinks import read_scalars
+from devicebench.monitor.sinks import read_scalars
 from devicebench.store import ResultStore
 from devicebench.store.monitor import load_monitor_blocks
 from tests.conftest import has_module, requires_jax, requires_tf, run_cli

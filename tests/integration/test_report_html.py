@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from devicebench.analysis.run_report import build_report
 from devicebench.report.html import render_html
+from devicebench.results.run_report import build_report
 from devicebench.store import ResultStore
 from devicebench.store.bundle import import_bundle, read_bundle
 from tests.chromium import Chromium, chromium_path

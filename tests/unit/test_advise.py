@@ -346,7 +346,7 @@ def test_public_advise_is_never_shadowed_by_a_subpackage():
     import pkgutil
 
     for m in pkgutil.walk_packages(devicebench.__path__, "devicebench."):
-        if not m.name.startswith(("devicebench.backends.", "devicebench.keras",
+        if not m.name.startswith(("devicebench.backends.", "devicebench.monitor",
                                   "devicebench.__main__")):
             __import__(m.name)
     for name in devicebench.__all__[1:]:

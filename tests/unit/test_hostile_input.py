@@ -80,8 +80,8 @@ def test_doctor_reads_a_pipe_once(tmp_path):
 def test_a_fifo_with_no_writer_is_refused_after_a_bounded_wait(tmp_path, monkeypatch):
     import os
 
-    from devicebench.env.script_check import read_script, source
     from devicebench.errors import InputError
+    from devicebench.script_check import read_script, source
 
     monkeypatch.setattr(source, "PIPE_WAIT_S", 0.3)
     fifo = tmp_path / "nobody.py"
@@ -91,15 +91,15 @@ def test_a_fifo_with_no_writer_is_refused_after_a_bounded_wait(tmp_path, monkeyp
 
 
 def test_an_endless_device_is_read_only_up_to_the_bound():
-    from devicebench.env.script_check import read_script
     from devicebench.errors import InputError
+    from devicebench.script_check import read_script
 
     with pytest.raises(InputError, match="/dev/zero is over 64 MiB"):
         read_script("/dev/zero")
 
 
 def test_one_pitfall_on_many_lines_is_listed_ten_times_with_the_count(tmp_path):
-    from devicebench.env.script_check import inspect_script
+    from devicebench.script_check import inspect_script
 
     script = tmp_path / "gen.py"
     script.write_text("import keras\n" + "model.compile(run_eagerly=True)\n" * 2000)
@@ -110,7 +110,7 @@ def test_one_pitfall_on_many_lines_is_listed_ten_times_with_the_count(tmp_path):
 
 
 def test_a_script_over_the_size_bound_is_refused(tmp_path, monkeypatch):
-    import devicebench.env.script_check as sc
+    import devicebench.script_check as sc
     from devicebench.errors import InputError
 
     monkeypatch.setattr(sc, "MAX_SOURCE_CHARS", 1000)
@@ -122,8 +122,8 @@ def test_a_script_over_the_size_bound_is_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("src", [7, [1, 2], {"a": "b"}])
 def test_a_notebook_cell_whose_source_is_not_text_is_refused(tmp_path, src):
-    from devicebench.env.script_check import read_script
     from devicebench.errors import InputError
+    from devicebench.script_check import read_script
 
     nb = tmp_path / "n.ipynb"
     nb.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": "# hi"},
@@ -337,7 +337,7 @@ def test_a_replay_baseline_the_profile_lacks_is_refused_up_front():
 def test_a_parser_memory_error_has_a_reason(tmp_path, monkeypatch):
     import types
 
-    import devicebench.env.script_check as sc
+    import devicebench.script_check as sc
     from devicebench.errors import InputError
 
     script = tmp_path / "deep.py"

@@ -18,13 +18,15 @@ LAYERS = (
     "launch",  # worker processes
     "backends",  # per-framework code (run in workers)
     "validate",  # one check of every request's arguments (the CLI's limits), for CLI and API
-    "env",  # probe -> snapshot -> checks; script check
+    "env",  # the doctor: probe -> snapshot -> checks -> findings
+    "script_check",  # static analysis of user scripts and notebooks (never runs them)
     "workloads",
     "trials",  # specs, results, the worker protocol, the engine
     "ops",  # the op sweep
     "store",  # the results database
-    "analysis",  # figures from stored runs
-    "keras",  # the training monitor (stores its blocks)
+    "results",  # figures from stored runs (report, compare)
+    "monitor",  # the training monitor (stores its blocks)
+    "keras",  # the monitor's former import path, kept: devicebench.keras.TrainingMonitor
     "advisor",  # the advise job: search, budget, verdict, explanations
     "profiles",  # recorded machines and their replay through the advisor
     "fleet",  # the same jobs on every node of a Ray cluster

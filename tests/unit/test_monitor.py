@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from devicebench.env.snapshot import EnvSnapshot
-from devicebench.keras.attach import install_from_env, parse_options
-from devicebench.keras.core import BLOCK, FIRST, TAIL, Block, BlockPlanner, MonitorLog
-from devicebench.keras.nvml import NvmlSampler
+from devicebench.monitor.attach import install_from_env, parse_options
+from devicebench.monitor.core import BLOCK, FIRST, TAIL, Block, BlockPlanner, MonitorLog
+from devicebench.monitor.nvml import NvmlSampler
 from devicebench.store import ResultStore
 from devicebench.store.monitor import latest_monitor_run, load_monitor_blocks, save_monitor_run
 from tests.conftest import assert_one_line_error, run_cli
@@ -253,7 +253,7 @@ def test_rss_is_read_cheaply_and_right_and_reopened_in_a_forked_child() -> None:
 
     import psutil
 
-    from devicebench.keras import memory
+    from devicebench.monitor import memory
 
     current, peak = memory._rss()
     expected = psutil.Process().memory_info().rss
@@ -280,7 +280,7 @@ def test_an_nvml_that_failed_to_start_is_not_retried_on_every_fit(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    from devicebench.keras import nvml
+    from devicebench.monitor import nvml
 
     calls: list[int] = []
 

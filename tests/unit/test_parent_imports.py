@@ -13,10 +13,10 @@ import devicebench
 
 # Modules that run inside a worker or the user's own training process, where the
 # framework is the point.
-WORKER_SIDE = ("devicebench.backends.", "devicebench.ops.kernels.", "devicebench.keras.",
+WORKER_SIDE = ("devicebench.backends.", "devicebench.ops.kernels.", "devicebench.monitor.",
                "devicebench.trials.worker", "devicebench.ops.worker",
                "devicebench.workloads.check_worker", "devicebench.backends",
-               "devicebench.keras")
+               "devicebench.monitor", "devicebench.keras")
 
 
 def _parent_modules() -> list[str]:

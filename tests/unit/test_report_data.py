@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from devicebench.analysis.compare import compare_runs
-from devicebench.analysis.run_report import build_report
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import InputError
 from devicebench.measure.stats import ratio_of_medians
+from devicebench.results.compare import compare_runs
+from devicebench.results.run_report import build_report
 from devicebench.store import ResultStore
 from devicebench.store.bundle import export_runs, import_bundle, read_bundle, write_bundle
 from devicebench.store.runs import load_run, run_history
@@ -183,7 +183,7 @@ def test_report_modules_import_no_framework():
     import sys
 
     code = ("import sys, devicebench.cli.report, devicebench.cli.history, "
-            "devicebench.analysis.run_report, devicebench.analysis.compare, "
+            "devicebench.results.run_report, devicebench.results.compare, "
             "devicebench.report.html, devicebench.report.markdown, devicebench.store.bundle; "
             "print([m for m in ('tensorflow', 'jax', 'torch', 'keras') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -70,7 +70,7 @@ def test_report_of_an_advise_run_shows_the_headline_advise_printed(tmp_path):
     ``advise --json`` printed for it (same pair, same ratio, same CI), not a recomputed
     one; the advise runs are replays on the shipped H200 profile, stored as the advise job
     stores them."""
-    from devicebench.analysis.run_report import build_report
+    from devicebench.results.run_report import build_report
     from devicebench.store import recorded_run
 
     profile = load_profile("h200")

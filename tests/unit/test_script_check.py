@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from devicebench.env.finding import Finding
-from devicebench.env.script_check import check_script, check_source
 from devicebench.env.snapshot import (
     DeviceInfo,
     EnvSnapshot,
@@ -19,6 +18,7 @@ from devicebench.env.snapshot import (
     NvidiaSmi,
 )
 from devicebench.errors import InputError
+from devicebench.script_check import check_script, check_source
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "scripts"
 SEED000 = SCRIPTS / "seed000_rnn.py"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from devicebench.env.script_check import inspect_script
+from devicebench.script_check import inspect_script
 from tests.unit.test_script_rules import mac_snapshot
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "corpus"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from devicebench.env.script_check import inspect_script
+from devicebench.script_check import inspect_script
 from tests.unit.test_script_rules import mac_snapshot
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "real"
@@ -92,7 +92,7 @@ def test_checking_scripts_imports_no_framework() -> None:
     import sys
 
     code = ("import sys\nfrom pathlib import Path\n"
-            "from devicebench.env.script_check import inspect_script\n"
+            "from devicebench.script_check import inspect_script\n"
             f"for p in sorted(Path({str(REAL)!r}).iterdir()):\n"
             "    if p.suffix in ('.py', '.ipynb'):\n        inspect_script(p)\n"
             "print(','.join(m for m in ('tensorflow', 'jax', 'torch', 'keras', 'flax', 'optax')"

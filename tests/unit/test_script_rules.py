@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from devicebench.env.finding import Finding
-from devicebench.env.script_check import RULES, check_script, check_source
 from devicebench.env.snapshot import DeviceInfo, EnvSnapshot, FrameworkProbe, HostInfo
+from devicebench.script_check import RULES, check_script, check_source
 
 
 def check(source: str, snapshot: EnvSnapshot | None = None) -> list[Finding]:
@@ -634,7 +634,7 @@ def _notebook(tmp_path: Path, cells: list[tuple[str, str]]) -> Path:
 
 
 def test_notebook_read_cell_by_cell_and_findings_name_the_cell(tmp_path: Path) -> None:
-    from devicebench.env.script_check import inspect_script
+    from devicebench.script_check import inspect_script
 
     path = _notebook(tmp_path, [
         ("markdown", "# Train\nSome text"),
@@ -661,7 +661,7 @@ def test_notebook_line_references_name_cells(tmp_path: Path) -> None:
 
 
 def test_notebook_cell_that_is_not_python_is_skipped_not_fatal(tmp_path: Path) -> None:
-    from devicebench.env.script_check import inspect_script
+    from devicebench.script_check import inspect_script
 
     path = _notebook(tmp_path, [("code", "def f(:\n  pass"),
                                 ("code", "model.compile(run_eagerly=True)")])

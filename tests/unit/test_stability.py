@@ -60,8 +60,8 @@ def test_load_from_other_processes_and_cpu_steal(tmp_path: Path):
 
 
 def test_report_recomputes_the_findings_from_a_stored_run(tmp_path: Path):
-    from devicebench.analysis.run_report import build_report
     from devicebench.env.snapshot import EnvSnapshot, HostInfo
+    from devicebench.results.run_report import build_report
     from devicebench.store import ResultStore, recorded_run
 
     wide = _result([1.0, 1.5, 0.7, 1.2, 0.9, 1.4])

@@ -1,6 +1,6 @@
 """Run at the start of a Python process launched by ``devicebench monitor``.
 
-Arms the training monitor (``devicebench.keras.attach.install_from_env``), then runs
+Arms the training monitor (``devicebench.monitor.attach.install_from_env``), then runs
 the ``sitecustomize`` this one shadows, if there is one. It must never stop the user's
 script: every failure is one line on stderr.
 """
@@ -13,13 +13,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _arm() -> None:
     try:
-        from devicebench.keras.attach import install_from_env
+        from devicebench.monitor.attach import install_from_env
     except ImportError:
         extra = os.environ.get("DEVICEBENCH_MONITOR_PATH", "")
         if not extra:
             raise
         sys.path.append(extra)  # devicebench not installed in this interpreter
-        from devicebench.keras.attach import install_from_env
+        from devicebench.monitor.attach import install_from_env
     install_from_env()
 
 

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from devicebench.analysis.monitor_report import MonitorFigures, monitor_figures
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
@@ -23,6 +22,7 @@ from devicebench.fmt import fmt_bytes, fmt_rate
 from devicebench.measure.load import LoadReading
 from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
+from devicebench.results.monitor_report import MonitorFigures, monitor_figures
 from devicebench.schema import envelope
 from devicebench.store.db import ResultStore
 from devicebench.store.ops import fullest_ops_run

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.env.script_check.ast_tools import (
+from devicebench.script_check.ast_tools import (
     LOOPS,
     dotted,
     keyword,
@@ -14,7 +14,7 @@ from devicebench.env.script_check.ast_tools import (
     target_names,
     walk,
 )
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.context import Context, rule
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
              "torch.cpu.amp.autocast")

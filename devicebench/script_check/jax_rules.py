@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from devicebench.env.script_check.ast_tools import (
+from devicebench.script_check.ast_tools import (
     LOOPS,
     dotted,
     last_name,
     walk,
 )
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.context import Context, rule
 
 _GRADS = ("jax.grad", "jax.value_and_grad", "jax.jacfwd", "jax.jacrev", "jax.hessian",
           "jax.vmap")

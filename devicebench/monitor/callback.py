@@ -23,8 +23,8 @@ from typing import Any
 
 import keras
 
-from devicebench.keras.args import check_monitor_args
-from devicebench.keras.core import (
+from devicebench.monitor.args import check_monitor_args
+from devicebench.monitor.core import (
     BLOCK,
     FIRST,
     TAIL,
@@ -35,11 +35,11 @@ from devicebench.keras.core import (
     MonitorLog,
     nan_alert,
 )
-from devicebench.keras.memory import MemoryReader, memory_reader
-from devicebench.keras.nvml import DEFAULT_INTERVAL, NvmlRead, NvmlSampler, nvml_reader
-from devicebench.keras.probe import fit_batch_size, make_probe
-from devicebench.keras.recorder import FLUSH_SECONDS, StoreRecorder, one_line
-from devicebench.keras.sinks import CsvSink, TensorBoardSink
+from devicebench.monitor.memory import MemoryReader, memory_reader
+from devicebench.monitor.nvml import DEFAULT_INTERVAL, NvmlRead, NvmlSampler, nvml_reader
+from devicebench.monitor.probe import fit_batch_size, make_probe
+from devicebench.monitor.recorder import FLUSH_SECONDS, StoreRecorder, one_line
+from devicebench.monitor.sinks import CsvSink, TensorBoardSink
 
 MAX_PRINTED_STALLS = 5
 _FITS = {"n": 0}  # monitored fit() calls in this process, for the store
@@ -354,7 +354,7 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def _open_store(self) -> None:
         """Start this fit's run in the store; a bad store is one line, not an error."""
-        from devicebench.keras.recorder import store_problem
+        from devicebench.monitor.recorder import store_problem
 
         problem = store_problem(self.db)
         if problem is not None:

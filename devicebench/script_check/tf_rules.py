@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.env.script_check.ast_tools import (
+from devicebench.script_check.ast_tools import (
     LOOPS,
     dotted,
     keyword,
     last_name,
     walk,
 )
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.context import Context, rule
 
 
 def _local_import_touching_gpu(ctx: Context) -> tuple[ast.stmt, str] | None:

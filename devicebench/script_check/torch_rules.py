@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.env.script_check.ast_tools import (
+from devicebench.script_check.ast_tools import (
     LOOPS,
     const,
     dotted,
@@ -13,7 +13,7 @@ from devicebench.env.script_check.ast_tools import (
     skip_in_step,
     walk,
 )
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.context import Context, rule
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
              "load", "resize", "convert")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from devicebench.env.script_check.ast_tools import LOOPS, keyword, last_name, target_names, walk
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.ast_tools import LOOPS, keyword, last_name, target_names, walk
+from devicebench.script_check.context import Context, rule
 
 _CREATORS = {"randn", "rand", "zeros", "ones", "empty", "full", "randint", "normal", "uniform",
              "arange", "linspace"}

@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 
 from devicebench.env.finding import Severity
-from devicebench.env.script_check.ast_tools import (
+from devicebench.script_check.ast_tools import (
     LOOPS,
     const,
     dotted,
@@ -17,7 +17,7 @@ from devicebench.env.script_check.ast_tools import (
     last_name,
     number,
 )
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.context import Context, rule
 
 
 def _legacy_nodes(ctx: Context) -> Iterator[tuple[ast.AST, str]]:

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.env.finding import Finding
-from devicebench.env.script_check import (
+from devicebench.env.snapshot import EnvSnapshot
+from devicebench.errors import InputError
+from devicebench.script_check import (
     data_rules,
     jax_rules,
     keras_rules,
@@ -32,10 +34,8 @@ from devicebench.env.script_check import (
     timing_rules,
     torch_rules,
 )
-from devicebench.env.script_check.context import RULES, Context
-from devicebench.env.script_check.source import Notebook, read_notebook, read_text
-from devicebench.env.snapshot import EnvSnapshot
-from devicebench.errors import InputError
+from devicebench.script_check.context import RULES, Context
+from devicebench.script_check.source import Notebook, read_notebook, read_text
 
 __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_source",
            "inspect_script", "read_script"]

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from devicebench.backends.fit_seam import attach_fit, patch_model
-from devicebench.keras import ENV_VAR
+from devicebench.monitor import ENV_VAR
 
 ALLOWED_OPTIONS = ("batch_size", "block_steps", "target_block_seconds", "csv_path",
                    "tensorboard_dir", "db", "stop_on_nan", "stall_factor", "nvml",
@@ -65,7 +65,7 @@ def monitor_wrapper(options: dict[str, Any]):
     fits = {"n": 0}
 
     def wrap(original: Any, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from devicebench.keras.callback import TrainingMonitor
+        from devicebench.monitor.callback import TrainingMonitor
 
         callbacks = list(kwargs.get("callbacks") or [])
         if not any(isinstance(cb, TrainingMonitor) for cb in callbacks):

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devicebench.env.finding import Finding, Severity
-from devicebench.env.script_check.ast_tools import (
+from devicebench.env.snapshot import EnvSnapshot
+from devicebench.script_check.ast_tools import (
     const,
     dotted,
     elements,
@@ -22,8 +23,7 @@ from devicebench.env.script_check.ast_tools import (
     target_names,
     walk,
 )
-from devicebench.env.script_check.pins import keras_assumed
-from devicebench.env.snapshot import EnvSnapshot
+from devicebench.script_check.pins import keras_assumed
 
 DEFAULT_ALIASES = {"tf": "tensorflow", "np": "numpy", "jnp": "jax.numpy"}
 TENSOR_ROOTS = ("tensorflow.", "jax.", "torch.")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.env.script_check.ast_tools import LOOPS, last_name, walk
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.ast_tools import LOOPS, last_name, walk
+from devicebench.script_check.context import Context, rule
 
 _SOURCES = ("TFRecordDataset", "TextLineDataset", "list_files", "FixedLengthRecordDataset")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.env.script_check.ast_tools import (
+from devicebench.script_check.ast_tools import (
     LOOPS,
     blocks,
     dotted,
@@ -14,7 +14,7 @@ from devicebench.env.script_check.ast_tools import (
     skip_in_step,
     walk,
 )
-from devicebench.env.script_check.context import Context, rule
+from devicebench.script_check.context import Context, rule
 
 CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
           "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"}

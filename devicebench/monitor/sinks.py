@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from devicebench.errors import InputError
-from devicebench.keras.core import FIRST, Block, EpochRecord
+from devicebench.monitor.core import FIRST, Block, EpochRecord
 
 CSV_FIELDS = ("row", "epoch", "first_step", "steps", "seconds", "ms_per_step",
               "samples_per_s", "memory_current_mb", "memory_peak_mb", "gpu_busy_pct",

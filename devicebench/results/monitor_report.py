@@ -22,7 +22,7 @@ from typing import Any
 
 from devicebench.store.runs import StoredRun, monitor_digest
 
-FIRST_KIND = "first"  # devicebench.keras.core.FIRST (a higher layer: not imported)
+FIRST_KIND = "first"  # devicebench.monitor.core.FIRST (a higher layer: not imported)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from devicebench.env.finding import Severity
-from devicebench.env.script_check.ast_tools import (
+from devicebench.script_check.ast_tools import (
     LOOPS,
     const,
     dotted,
@@ -16,8 +16,8 @@ from devicebench.env.script_check.ast_tools import (
     last_name,
     root_name,
 )
-from devicebench.env.script_check.context import Context, rule
-from devicebench.env.script_check.keras_rules import RNN_LAYERS
+from devicebench.script_check.context import Context, rule
+from devicebench.script_check.keras_rules import RNN_LAYERS
 
 
 def _model_or_metric(ctx: Context, recv: ast.AST) -> bool:
