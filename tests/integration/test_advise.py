@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import devicebench
 from tests.conftest import (
     assert_one_line_error,
@@ -18,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 W = str(ROOT / "tests" / "fixtures" / "workloads.py")
 
 
+@pytest.mark.slow  # unit tests hold the rejection; the main job runs a real search
 @requires_jax
 @requires_tf
 def test_search_rejects_nan_candidate_and_compares_with_baseline(tmp_path):
@@ -41,6 +44,7 @@ def test_search_rejects_nan_candidate_and_compares_with_baseline(tmp_path):
         assert doc["verdict"].startswith("keep jax/cpu")
 
 
+@pytest.mark.slow  # test_script_capture and test_fit_figures run saved-model workloads
 @requires_jax
 def test_python_api_on_a_saved_keras_model_round_trip(tmp_path):
     model_path = tmp_path / "small.keras"

@@ -25,6 +25,7 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+@pytest.mark.slow  # the validation figures are also checked by test_run and the saved-model test
 @requires_tf
 @requires_jax
 def test_a_validating_user_workload_times_its_validation_pass():
@@ -52,6 +53,7 @@ def test_a_validating_user_workload_times_its_validation_pass():
         assert d["train_epoch_s"] == pytest.approx(r.step_time.median * r.steps_per_epoch)
 
 
+@pytest.mark.slow  # test_run checks the epoch of a validating built-in
 @requires_tf
 def test_a_workload_without_validation_keeps_its_epoch_a_training_pass():
     (row,) = compare(run_workload_group([TrialSpec(f"{W}:tiny")], FAST))

@@ -168,6 +168,7 @@ def test_torch_on_the_gpu_is_synced_and_compared_with_the_cpu(tmp_path):
     assert big[2048] <= synced[2048] * 1.2
 
 
+@pytest.mark.slow  # unit tests hold the figures; the main job runs the dispatch probe
 @requires_tf
 def test_advise_uses_the_stored_ops_figures(sweep, tmp_path):
     """advise reads the newest ops run of this machine from the same store: the device

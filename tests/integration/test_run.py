@@ -213,6 +213,7 @@ def test_a_live_group_prunes_a_trial_and_switches_how_blocks_are_cut(tmp_path):
     assert [x.spec for x in stored] == [other, base] and r.status == "ok"
 
 
+@pytest.mark.slow  # the screening rule is held by unit tests on a fake group
 @requires_tf
 @requires_jax
 def test_set_up_step_times_and_early_stop_under_a_screening_threshold():

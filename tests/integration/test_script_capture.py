@@ -181,6 +181,7 @@ def test_a_candidates_precision_applies_to_the_captured_model(tmp_path: Path) ->
     assert lines == ["mixed_bfloat16 bfloat16 True", "float32 float32 True"], out.stdout
 
 
+@pytest.mark.slow  # the captured-model precision test covers the same rebuild
 @requires_jax
 def test_a_saved_model_workload_takes_the_trials_precision_too(tmp_path: Path) -> None:
     """`advise model.keras`: a mixed_bfloat16 trial of a model saved in float32 computes

@@ -46,7 +46,9 @@ print("MARKER" + json.dumps(out))
 
 BACKENDS = [
     pytest.param(
-        "jax", marks=pytest.mark.skipif(not has_module("jax"), reason="jax not installed")
+        # slow: the TensorFlow build of every workload stays in the default run
+        "jax", marks=[pytest.mark.skipif(not has_module("jax"), reason="jax not installed"),
+                      pytest.mark.slow]
     ),
     pytest.param(
         "tensorflow",
