@@ -116,7 +116,7 @@ def advise(
         >>> print(result.verdict)
     """
     from devicebench.advisor.job import run_advice
-    from devicebench.report.advise import AdviseSpinner
+    from devicebench.report.advise import with_spinner
     from devicebench.validate import check_advise_request
 
     budget = check_advise_request(budget, baseline, allow_batch_change, db, data, epochs)
@@ -125,27 +125,15 @@ def advise(
     if isinstance(workload_or_model, str | Path) and is_script_ref(str(workload_or_model)):
         from devicebench.advisor.script_job import advise_script
 
-        bar = AdviseSpinner(str(workload_or_model)) if progress else None
-        try:
-            return advise_script(str(workload_or_model), list(script_args or []),
-                                 baseline=baseline, budget=budget,
-                                 allow_batch_change=allow_batch_change, epochs=epochs,
-                                 db=Path(db) if db else None,
-                                 on_event=bar.event if bar else None)
-        finally:
-            if bar:
-                bar.stop()
+        return with_spinner(str(workload_or_model), progress, lambda on_event: advise_script(
+            str(workload_or_model), list(script_args or []), baseline=baseline, budget=budget,
+            allow_batch_change=allow_batch_change, epochs=epochs,
+            db=Path(db) if db else None, on_event=on_event))
     with tempfile.TemporaryDirectory(prefix="devicebench-advise-") as tmp:
         ref = _as_ref(workload_or_model, data, Path(tmp))
-        bar = AdviseSpinner(str(workload_or_model)) if progress else None
-        try:
-            return run_advice(ref, baseline=baseline, budget=budget,
-                              allow_batch_change=allow_batch_change, epochs=epochs,
-                              db=Path(db) if db else None,
-                              on_event=bar.event if bar else None)
-        finally:
-            if bar:
-                bar.stop()
+        return with_spinner(str(workload_or_model), progress, lambda on_event: run_advice(
+            ref, baseline=baseline, budget=budget, allow_batch_change=allow_batch_change,
+            epochs=epochs, db=Path(db) if db else None, on_event=on_event))
 
 
 @dataclass(frozen=True)

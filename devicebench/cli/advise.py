@@ -30,14 +30,10 @@ the change to make comes as a patch to it.
 def _with_progress(workload: str, progress: bool, **kwargs: Any):
     """:func:`devicebench.advisor.job.run_advice` with a spinner on stderr."""
     from devicebench.advisor.job import run_advice
-    from devicebench.report.advise import AdviseSpinner
+    from devicebench.report.advise import with_spinner
 
-    bar = AdviseSpinner(workload) if progress else None
-    try:
-        return run_advice(workload, on_event=bar.event if bar else None, **kwargs)
-    finally:
-        if bar:
-            bar.stop()
+    return with_spinner(workload, progress,
+                        lambda on_event: run_advice(workload, on_event=on_event, **kwargs))
 
 
 @app.command(help=ADVISE_HELP, context_settings={"allow_extra_args": True})

@@ -14,14 +14,10 @@ from devicebench.cli import DB_HELP, app, fail, user_errors
 
 def _run(script: str, args: list[str], progress: bool, **kwargs: Any):
     from devicebench.advisor.script_job import advise_script
-    from devicebench.report.advise import AdviseSpinner
+    from devicebench.report.advise import with_spinner
 
-    bar = AdviseSpinner(script) if progress else None
-    try:
-        return advise_script(script, args, on_event=bar.event if bar else None, **kwargs)
-    finally:
-        if bar:
-            bar.stop()
+    return with_spinner(script, progress,
+                        lambda on_event: advise_script(script, args, on_event=on_event, **kwargs))
 
 
 def advise_script_command(script: str, args: list[str], *, baseline: str | None,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -11,6 +14,8 @@ from devicebench.advisor.search import SCREEN_FACTOR
 from devicebench.fmt import fmt_duration
 from devicebench.report.console import make_console
 from devicebench.report.run import render_comparison
+
+T = TypeVar("T")
 
 
 def render_advice(advice: AdviceResult, *, console: Console | None = None,
@@ -61,6 +66,17 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
         con.print("[bold]Apply it[/bold]:")
         for line in advice.code.splitlines():
             con.print(f"    {line}", markup=False, highlight=False)
+
+
+def with_spinner(label: str, show: bool, job: Callable[[Callable[..., None] | None], T]) -> T:
+    """``job(on_event)`` with an :class:`AdviseSpinner` on stderr fed by its events when
+    ``show`` (else ``on_event`` is None); the spinner stops however the job ends."""
+    bar = AdviseSpinner(label) if show else None
+    try:
+        return job(bar.event if bar else None)
+    finally:
+        if bar:
+            bar.stop()
 
 
 class AdviseSpinner:
