@@ -19,9 +19,9 @@ from devicebench.env.snapshot import (
     HostInfo,
     NvidiaGpu,
     NvidiaSmi,
-    build_dataclass,
     clean_macos_version,
 )
+from devicebench.env.typed_json import build_dataclass
 
 INTERESTING_CPU_FLAGS = re.compile(r"^(avx2|fma|avx512\w*|amx\w*|avx_vnni|f16c)$")
 
