@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from devicebench.env.messages import framework_messages, reported_facts
+from devicebench.env.messages import framework_messages, reported_facts, unique_matches
 from devicebench.env.snapshot import (
     UNKNOWN_MEMORY,
     BlasInfo,
@@ -250,14 +250,7 @@ def load_errors_from_log(text: str) -> list[str]:
         ...   "libcudnn.so.7: cannot open shared object file")[0][:46]
         "Could not load dynamic library 'libcudnn.so.7'"
     """
-    seen: list[str] = []
-    for line in text.splitlines():
-        m = _LOAD_ERROR.search(line)
-        if m:
-            msg = m.group(1).strip()[:400]
-            if msg not in seen:
-                seen.append(msg)
-    return seen
+    return unique_matches(text, _LOAD_ERROR)
 
 
 # A framework's own words for "I cannot report memory on this device" (not a fault):

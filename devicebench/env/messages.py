@@ -31,15 +31,24 @@ def framework_messages(text: str) -> list[str]:
         >>> framework_messages("I noise\\nW0000 tf] Could not load dynamic library 'x'\\n")
         ["W0000 tf] Could not load dynamic library 'x'"]
     """
+    return unique_matches(text, _KEEP, whole_line=True, limit=MAX_MESSAGES)
+
+
+def unique_matches(text: str, pattern: re.Pattern[str], *, whole_line: bool = False,
+                   limit: int | None = None) -> list[str]:
+    """Each line of ``text`` that ``pattern`` matches — the whole line, or the match's first
+    group — stripped, cut at 400 characters, once each, in order, at most ``limit``."""
     out: list[str] = []
     for line in text.splitlines():
         line = line.strip()
-        if line and _KEEP.search(line):
-            line = line[:MAX_LINE]
-            if line not in out:
-                out.append(line)
-        if len(out) >= MAX_MESSAGES:
-            break
+        m = pattern.search(line)
+        if not m:
+            continue
+        found = (line if whole_line else m.group(1)).strip()[:MAX_LINE]
+        if found and found not in out:
+            out.append(found)
+            if limit is not None and len(out) >= limit:
+                break
     return out
 
 
