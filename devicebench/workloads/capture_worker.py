@@ -201,6 +201,10 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
                            "keras_backend": keras.backend.backend(),
                            "keras_version": keras.__version__,
                            "model_class": type(model).__name__}
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and not getattr(tf, "executing_eagerly", lambda: True)():
+        # tf.compat.v1.disable_eager_execution(): Keras 3 cannot train in TF1 graph mode.
+        return {**res, "status": "refused", "kind": "graph_mode", "what": ""}
     step = _custom_step(model, keras)
     if step:
         return {**res, "status": "refused", "kind": "custom_train_step", "what": step}

@@ -227,6 +227,16 @@ def refusal(script: str, args: list[str], result: dict[str, Any] | None, tree: a
             why="advise trains the model with Keras' own step on every backend, which would "
                 "not be the training your script runs",
             fix=f"time your fit as written with `devicebench monitor -- python {script}`")
+    if kind == "graph_mode":
+        line = next((i for i, text in enumerate(source.splitlines(), 1)
+                     if "disable_eager_execution(" in text), None)
+        at = f" (at {script}:{line})" if line else ""
+        return InputError(
+            f"{script} turned TensorFlow's eager execution off before fit(){at}",
+            why="Keras 3 trains eagerly or in its own tf.function; a TF1 graph-mode session "
+                "cannot run its fit (and graph mode is not what makes TF 2 fast)",
+            fix="remove the tf.compat.v1.disable_eager_execution() call (Keras compiles the "
+                "step itself; jit_compile=True in compile() for XLA)")
     if kind == "not_compiled":
         return InputError(f"{script} calls fit() on a model it did not compile",
                           fix="call model.compile(optimizer=..., loss=...) before fit()")

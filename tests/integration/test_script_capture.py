@@ -92,6 +92,17 @@ def test_custom_train_step_is_refused_with_what_to_do(tmp_path: Path) -> None:
     assert "devicebench monitor -- python" in exc.value.message
 
 
+@requires_tf
+def test_graph_mode_is_refused_at_the_line_that_turned_eager_off(tmp_path: Path) -> None:
+    """A third-party script (tensorflow_macos#128's tutorial) calls
+    disable_eager_execution(): said as such, at its line, not as a data problem."""
+    script = _copy("graph_mode.py", tmp_path)
+    with pytest.raises(InputError) as exc:
+        capture_script(script)
+    assert "turned TensorFlow's eager execution off before fit()" in exc.value.message
+    assert f"{script}:8" in exc.value.message and "\n" not in exc.value.message
+
+
 def test_scripts_that_never_reach_fit_are_refused_in_one_line(tmp_path: Path) -> None:
     cases = {"no_fit_loop.py": "ran to its end without calling keras Model.fit()",
              "raises.py": "raised before fit(): KeyError: 'learning_rate'"}
