@@ -97,6 +97,10 @@ _LIBDEVICE = re.compile(r"libdevice not found|Can't find libdevice directory|"
 _DLOPEN = re.compile(r"Could not load dynamic library '([^']+)'")
 _UNDEFINED = re.compile(r"(\S+\.so[.\d]*): undefined symbol: (\w+)(?:, version (\S+))?")
 _NO_KERNEL = re.compile(r"no kernel image is available|HIP error: invalid device function")
+# torch/__init__.py (_load_dll_libraries, Windows): err.strerror += f' Error loading "{dll}" or
+# one of its dependencies.' after ctypes.WinError (126: a module, or one it needs, is missing;
+# 1114: a DLL's initialisation routine failed).
+_WIN_DLL = re.compile(r"\[WinError (\d+)\][^\n]*?Error loading \"([^\"]+?\.dll)\"")
 
 
 def reported_facts(text: str) -> dict[str, Any]:
@@ -106,7 +110,8 @@ def reported_facts(text: str) -> dict[str, Any]:
     ``cudnn_min``, ``plugin_mismatch`` ({plugin, version, jaxlib}), ``pjrt_mismatch``,
     ``arch_unsupported`` ({gpu, arch, supported}), ``driver_cuda_found`` ("11.6"),
     ``numpy_abi`` (the NumPy 2 version), ``libdevice_missing``, ``dlopen_failed`` (sonames),
-    ``undefined_symbol`` ({library, symbol, version}), ``no_kernel_image``.
+    ``undefined_symbol`` ({library, symbol, version}), ``no_kernel_image``,
+    ``dll_load_failed`` ({dll, code}: a Windows DLL that failed to load).
 
     Example:
         >>> reported_facts("Loaded runtime CuDNN library: 9.0.0 but source was compiled "
@@ -142,4 +147,7 @@ def reported_facts(text: str) -> dict[str, Any]:
         facts["undefined_symbol"] = {"library": m[1], "symbol": m[2], "version": m[3] or ""}
     if _NO_KERNEL.search(text):
         facts["no_kernel_image"] = True
+    if m := _WIN_DLL.search(text):
+        facts["dll_load_failed"] = {"dll": m[2].replace("\\\\", "\\").rsplit("\\", 1)[-1],
+                                    "path": m[2], "code": int(m[1])}
     return facts

@@ -41,6 +41,13 @@ from devicebench.env.checks.gpu import (
     check_nvidia_smi_failed,
 )
 from devicebench.env.checks.host import check_blas
+from devicebench.env.checks.installs import (
+    check_gpu_min_compute,
+    check_jax_metal_release,
+    check_ld_path_shadow_risk,
+    check_windows_dll_load,
+    check_wsl_libcuda,
+)
 from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
     check_libdevice_missing,
@@ -73,11 +80,16 @@ CHECKS: list[Check] = [
     check_cuda_driver,
     check_nvidia_smi_failed,
     check_stack_skew,
+    check_jax_metal_release,
     check_requires,
+    check_windows_dll_load,
+    check_wsl_libcuda,
     check_shadowed_wheel_libs,
+    check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
     check_wheel_libs_not_on_path,
     check_gpu_arch_in_build,
+    check_gpu_min_compute,
     check_rocm_arch,
     check_mask_set_too_late,
     check_libdevice_missing,

@@ -170,7 +170,9 @@ def tf_library_causes(probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[
             (
                 f"{', '.join(absent)} not found (not in ldconfig's cache, this environment or "
                 f"LD_LIBRARY_PATH={ld or 'unset'})",
-                tf_cuda_fix(tf_v, kb),
+                tf_cuda_fix(tf_v, kb) + "  # or, if they are installed outside the loader's "
+                "path (a CUDA/cuDNN under /usr/local/cuda): export LD_LIBRARY_PATH="
+                "/usr/local/cuda/lib64:$LD_LIBRARY_PATH",
                 (),
             )
         )

@@ -148,10 +148,11 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     supported = tf_releases_for_python(snap.host.python_version, kb)
     if snap.host.python_version and not supported:
         newest = max(kb["tensorflow_python"]["releases"], key=as_version)
+        spec = kb["tensorflow_python"]["releases"][newest]
+        py = next((f"3.{m}" for m in range(30, 5, -1) if matches(f"3.{m}", spec)), "3.12")
         fix = (f"no TensorFlow release has wheels for Python {snap.host.python_version} "
-               f"(TensorFlow {newest}: {kb['tensorflow_python']['releases'][newest]}): "
-               "create the environment with a supported Python, e.g. "
-               "python3.12 -m venv .venv, then pip install tensorflow")
+               f"(TensorFlow {newest}: {spec}): create the environment with a supported "
+               f"Python, e.g. python{py} -m venv .venv, then pip install tensorflow")
     return [
         Finding(
             "frameworks.none",
@@ -159,6 +160,7 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "No deep-learning framework is installed",
             observed=(
                 f"none of {looked} is installed in {snap.host.python_executable or 'this Python'}"
+                + (f" (Python {snap.host.python_version})" if snap.host.python_version else "")
             ),
             why=(
                 "doctor can only check the host; devicebench measures training through "

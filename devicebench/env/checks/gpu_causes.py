@@ -19,6 +19,7 @@ from devicebench.env.checks._util import (
 )
 from devicebench.env.checks.apple import metal_choice, metal_install_fix
 from devicebench.env.checks.cuda import Cause, cuda_gap, tf_cuda_fix, tf_library_causes
+from devicebench.env.checks.installs import torch_cuda_index
 from devicebench.env.snapshot import EnvSnapshot, FrameworkProbe
 
 
@@ -88,11 +89,21 @@ def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -
             )
     elif name == "torch":
         if not build or "+cpu" in probe.version:
+            index = torch_cuda_index(snap, kb, probe.version)
+            base = _base_version(probe.version)
+            fix = (f"pip install --force-reinstall 'torch=={base}' --index-url "
+                   f"https://download.pytorch.org/whl/{index}  # the newest CUDA build of this "
+                   "release the driver runs; other versions: https://pytorch.org/get-started/locally/"
+                   if index else
+                   "pip install --force-reinstall torch --index-url https://download.pytorch.org/"
+                   "whl/cu126  # pick the CUDA version your driver supports: "
+                   "https://pytorch.org/get-started/locally/")
             causes.append(
                 (
-                    f"a CPU-only PyTorch build (torch {probe.version}, no CUDA version)",
-                    "pip install --force-reinstall torch  # PyPI's Linux x86_64 wheel is a CUDA "
-                    "build; other CUDA versions: https://pytorch.org/get-started/locally/",
+                    f"a CPU-only PyTorch build (torch {probe.version}, no CUDA version)"
+                    + (" -- PyPI's Windows wheels are CPU-only" if snap.host.os == "Windows"
+                       else ""),
+                    fix,
                     (),
                 )
             )
@@ -139,6 +150,11 @@ def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -
             ("JAX found no CUDA backend", "python -c 'import jax; jax.devices(\"gpu\")'", ())
         )
     return causes
+
+
+def _base_version(version: str) -> str:
+    v = as_version(version)
+    return v.base_version if v is not None else version
 
 
 def apple_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[Cause]:

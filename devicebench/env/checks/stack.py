@@ -5,6 +5,8 @@ frameworks without GPU support on native Windows."""
 
 from __future__ import annotations
 
+import re
+
 from devicebench.env.checks._util import (
     DISPLAY,
     KB,
@@ -76,14 +78,16 @@ def check_requires(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     out = []
     for req in kb["requires"]:
         v = tf_version(snap, kb) if req["dist"] == "tensorflow" else snap.version_of(req["dist"])
-        dep = snap.version_of(req["needs"]) or snap.blas.numpy_version
+        dep = snap.version_of(req["needs"]) or (
+            snap.blas.numpy_version if req["needs"] == "numpy" else "")
         if not v or not matches(v, req["when"]) or not dep or matches(dep, req["spec"]):
             continue
         out.append(Finding(
             "stack.dependency-range", "error",
             f"{req['needs']} {dep} with {req['dist']} {v}: it needs {req['needs']}{req['spec']}",
             observed=f"{req['dist']} {v} installed beside {req['needs']} {dep}",
-            why=req["why"] + ".", fix=f"pip install '{req['needs']}{req['spec']}'",
+            why=req["why"] + ".",
+            fix=req.get("fix") or f"pip install '{req['needs']}{req['spec']}'",
             source=req["source"]))
     return out
 
@@ -119,6 +123,23 @@ def _sm(cc: str) -> str:
     return "sm_" + cc.replace(".", "")
 
 
+def runs_on(sm: str, cc: str) -> bool:
+    """Whether a build's ``sm_XY`` kernels run on a GPU of compute capability ``cc``: CUDA
+    binaries run on GPUs of the same major version and an equal or higher minor one
+    (https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#binary-compatibility).
+
+    Example:
+        >>> runs_on("sm_60", "6.1"), runs_on("sm_86", "8.0"), runs_on("sm_90", "12.0")
+        (True, False, False)
+    """
+    m = re.fullmatch(r"sm_(\d+)(\d)", sm)
+    target = as_version(cc)
+    if not m or target is None:
+        return False
+    major, minor = int(m[1]), int(m[2])
+    return (target.release + (0,))[:2][0] == major and (target.release + (0,))[1] >= minor
+
+
 def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """A GPU whose architecture the installed PyTorch build has no kernels for."""
     probe = snap.frameworks.get("torch")
@@ -135,11 +156,12 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         sm = _sm(cc)
         ptx = [a for a in arch if a.startswith("compute_")
                and as_version(a[8:-1] + "." + a[-1]) <= as_version(cc)]
-        if arch and (sm in arch or ptx):
+        if arch and (sm in arch or ptx or any(runs_on(a, cc) for a in arch)):
             continue
         if not arch and not (said and said["arch"] == sm):
             continue
-        variant = next((v for v in kb["torch_variants"] if cc in v["archs"]), None)
+        variant = next((v for v in kb["torch_variants"]
+                        if any(runs_on(_sm(a), cc) for a in v["archs"])), None)
         fix = (f"pip install --force-reinstall 'torch>={variant['min_torch']}' --index-url "
                f"https://download.pytorch.org/whl/{variant['index']}" if variant
                else "no PyTorch wheel has kernels for it: build from source, or use the CPU")

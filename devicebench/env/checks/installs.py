@@ -1,0 +1,195 @@
+"""How the pieces of an install fit the machine, as knowledge data: Windows DLLs a framework
+failed to load, CUDA libraries on LD_LIBRARY_PATH that shadow the nvidia-* wheels' copies,
+plugin releases and the jax/jaxlib they work with, the driver's libcuda on WSL2, the oldest
+GPU a framework's wheels run on, and the CUDA variant of PyTorch a driver can run."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from devicebench.env.checks._util import (
+    DISPLAY,
+    KB,
+    as_version,
+    at_least,
+    fmt_mm,
+    has_nvidia_gpu,
+    major_minor,
+    matches,
+)
+from devicebench.env.finding import Finding
+from devicebench.env.snapshot import EnvSnapshot
+
+# What TF/XLA/JAX log when libcuda.so.1 cannot be loaded (tsl/cuda/cudart_stub.cc, jax).
+_NO_DRIVER = re.compile(r"Could not find cuda drivers|Unable to load CUDA|libcuda\.so")
+
+
+def torch_cuda_index(snap: EnvSnapshot, kb: KB, torch_version: str) -> str:
+    """The newest CUDA variant of PyTorch's wheels for ``torch_version``'s release that this
+    machine's driver supports (``"cu118"``), or ``""`` when unknown.
+
+    A driver runs every CUDA minor release of a major it supports from the family's minimum
+    driver on (minor-version compatibility); nvidia-smi's "CUDA Version" is the newest it runs.
+    """
+    smi = snap.nvidia_smi
+    table = kb["torch_cuda_indexes"]
+    variants = table.get(fmt_mm(major_minor(torch_version))) or table[max(
+        (k for k in table if k != "source"), key=as_version)]
+    if smi is None or not smi.driver_version:
+        return ""
+    key = "min_driver_windows" if snap.host.os == "Windows" else "min_driver_linux"
+    best = ""
+    for index in variants:
+        cuda = f"{index[2:-1]}.{index[-1]}"
+        fam = next((f for f in kb["cuda"]["families"] if f["major"] == major_minor(cuda)[0]),
+                   None)
+        if fam is None or not at_least(smi.driver_version, fam.get(key, fam["min_driver_linux"])):
+            continue
+        if smi.cuda_version and major_minor(cuda)[0] > major_minor(smi.cuda_version)[0]:
+            continue
+        best = index
+    return best
+
+
+def check_windows_dll_load(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A framework's import failed on Windows because one of its DLLs did not load."""
+    out = []
+    for name, probe in snap.frameworks.items():
+        said = probe.reported.get("dll_load_failed")
+        if not said:
+            continue
+        v = probe.version or snap.version_of(name)
+        known = next((d for d in kb["windows_dlls"] if d["dist"] == name
+                      and d["dll"].lower() == said["dll"].lower() and matches(v, d["when"])),
+                     None)
+        general = kb["windows_dll_general"]
+        index = torch_cuda_index(snap, kb, v) if name == "torch" and "+cpu" not in v else ""
+        index_arg = f" --index-url https://download.pytorch.org/whl/{index}" if index else ""
+        if known:
+            why, fix, source = known["why"], known["fix"].format(index=index_arg), known["source"]
+            title = (f"{DISPLAY.get(name, name)} {v} cannot load {said['dll']}: it needs "
+                     f"{known['needs']}")
+        else:
+            why, fix, source = general["why"], general["fix"], general["source"]
+            title = f"{DISPLAY.get(name, name)} cannot load {said['dll']} (WinError {said['code']})"
+        out.append(Finding(
+            "windows.dll-load-failed", "error", title,
+            observed=f"import {name} failed: WinError {said['code']} loading {said['path']}",
+            why=why + ".", fix=fix, source=source))
+    return out
+
+
+def check_ld_path_shadow_risk(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """LD_LIBRARY_PATH holds CUDA libraries that installed nvidia-* wheels also carry: the
+    loader takes LD_LIBRARY_PATH's copy first, so the framework runs with libraries it was
+    not built with (crashes, undefined symbols, libraries that 'cannot be found')."""
+    if snap.host.os != "Linux" or not snap.wheel_cuda_libs:
+        return []
+    if any(p.reported.get("undefined_symbol") for p in snap.frameworks.values()):
+        return []  # cuda.lib-shadowed-by-ld-library-path says it with the symbol
+    both = {so: path for so, path in snap.ld_path_cuda_libs.items()
+            if so in snap.wheel_cuda_libs and path != snap.wheel_cuda_libs[so]}
+    if not both:
+        return []
+    ld_dirs = [d for d in snap.env_vars.get("LD_LIBRARY_PATH", "").split(":") if d]
+    bad = sorted({os.path.dirname(p).rstrip("/") for p in both.values()})
+    keep = ":".join(d for d in ld_dirs if d.rstrip("/") not in bad)
+    said = [f"{DISPLAY.get(n, n)}: {m}" for n, p in snap.frameworks.items() for m in p.messages
+            if "cuSPARSE" in m or "cuDNN" in m or "cuBLAS" in m][:2]
+    return [Finding(
+        "cuda.ld-library-path-shadows-wheels", "warning",
+        "LD_LIBRARY_PATH puts the system's CUDA libraries ahead of the nvidia-* wheels' copies",
+        observed=f"LD_LIBRARY_PATH={':'.join(ld_dirs)} holds " + ", ".join(
+            f"{so} ({both[so]})" for so in sorted(both)) + "; the wheels carry their own ("
+        + ", ".join(sorted({os.path.dirname(snap.wheel_cuda_libs[so]) for so in both})) + ")"
+        + (f"; {'; '.join(said)}" if said else ""),
+        why="The loader searches LD_LIBRARY_PATH before a library's own RUNPATH, so the "
+            "framework loads the system CUDA's copies, of another release than the wheels it "
+            "was built and tested with: segfaults, undefined symbols, or 'Unable to load' "
+            "errors at the first GPU op.",
+        fix=(f"export LD_LIBRARY_PATH={keep}  # drop {', '.join(bad)}" if keep
+             else "unset LD_LIBRARY_PATH") + "  (before starting Python)",
+        source="https://github.com/pytorch/pytorch/issues/121222 ; "
+               "https://github.com/pytorch/pytorch/issues/111469")]
+
+
+def check_jax_metal_release(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """jax-metal with a jax/jaxlib outside the releases it works with."""
+    metal_v = snap.version_of("jax-metal")
+    rel = next((r for r in kb["jax_metal_releases"] if as_version(r["version"])
+                == as_version(metal_v)), None)
+    if rel is None:
+        return []
+    bad = [(d, snap.version_of(d)) for d in ("jax", "jaxlib")
+           if snap.version_of(d) and not matches(snap.version_of(d), rel["jaxlib"])]
+    if not bad:
+        return []
+    return [Finding(
+        "stack.release-skew", "error",
+        f"jax-metal {metal_v} does not work with the installed "
+        + " / ".join(f"{d} {v}" for d, v in bad),
+        observed=f"jax-metal {metal_v} works with jax/jaxlib {rel['jaxlib']}; installed: "
+                 + ", ".join(f"{d} {v}" for d, v in bad),
+        why="jax-metal is a PJRT plugin built for particular jaxlib releases; with a newer "
+            "jaxlib its computations fail (and Apple has published no newer plugin).",
+        fix=f"pip install 'jax=={rel['pin']}' 'jaxlib=={rel['pin']}'  "
+            "# or pip uninstall jax-metal and run JAX on the CPU",
+        source=rel["source"])]
+
+
+def check_wsl_libcuda(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """WSL2: the Windows driver's libcuda (in /usr/lib/wsl/lib) is not on the loader's path,
+    so every framework reports 'could not find cuda drivers'."""
+    if not snap.host.wsl or snap.loader_finds("libcuda.so.1"):
+        return []
+    if snap.system_cuda_libs.get("libcuda.so.1"):
+        return []
+    no_gpu = [DISPLAY.get(n, n) for n, p in snap.frameworks.items()
+              if p.status == "ok" and not p.gpu_devices]
+    said = any(_NO_DRIVER.search(m) for p in snap.frameworks.values() for m in p.messages)
+    if not no_gpu or not (has_nvidia_gpu(snap) or said):
+        return []
+    d = kb["wsl"]["libcuda_dir"]
+    return [Finding(
+        "wsl.libcuda-not-on-path", "error" if has_nvidia_gpu(snap) else "warning",
+        f"WSL2: the driver's libcuda.so.1 ({d}) is not on the loader's path",
+        observed=f"kernel {snap.host.os_version}; libcuda.so.1 is neither in ldconfig's cache "
+                 f"nor in LD_LIBRARY_PATH={snap.env_vars.get('LD_LIBRARY_PATH', '') or 'unset'}"
+                 f"; {', '.join(no_gpu)} see no GPU",
+        why="On WSL2 the NVIDIA driver lives on the Windows side and is exposed to Linux as "
+            f"{d}; without it on the loader's path CUDA cannot initialise (a CUDA toolkit "
+            "installed inside WSL2 does not provide it).",
+        fix=f"export LD_LIBRARY_PATH={d}:$LD_LIBRARY_PATH  # or: sudo ldconfig "
+            "(/etc/ld.so.conf.d/ld.wsl.conf lists it)",
+        source=kb["wsl"]["source"])]
+
+
+def check_gpu_min_compute(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """An NVIDIA GPU older than the oldest a framework's released wheels run on."""
+    if not has_nvidia_gpu(snap) or snap.nvidia_smi is None:
+        return []
+    out = []
+    for name, minimum in kb["gpu_min_compute"].items():
+        if name.endswith("_source") or not (snap.has(name) or name in snap.frameworks):
+            continue
+        if name == "jax" and "cuda" not in snap.version_of("jaxlib") and not any(
+                d.startswith("jax-cuda") for d in snap.distributions):
+            continue  # a CPU-only jaxlib does not try the GPU
+        old = [g for g in snap.nvidia_smi.gpus if g.compute_capability
+               and as_version(g.compute_capability) < as_version(minimum)]  # type: ignore[operator]
+        for g in old:
+            out.append(Finding(
+                "gpu.below-framework-minimum", "error",
+                f"{DISPLAY.get(name, name)}'s wheels do not run on the {g.name} (compute "
+                f"capability {g.compute_capability})",
+                observed=f"{g.name}: compute capability {g.compute_capability}; "
+                         f"{DISPLAY.get(name, name)} {snap.version_of(name)} needs {minimum} "
+                         "or newer",
+                why="Its CUDA wheels carry no kernels for GPUs that old; the GPU backend fails "
+                    "to initialise or its first op fails.",
+                fix=f"use a GPU of compute capability >= {minimum}, run on the CPU, or build "
+                    f"{name}lib from source for compute capability {g.compute_capability}"
+                    if name == "jax" else f"use a GPU of compute capability >= {minimum}",
+                source=kb["gpu_min_compute"][f"{name}_source"]))
+    return out
