@@ -191,3 +191,73 @@ def jax_dispatch_chain(ctx: Context) -> None:
                             "`jax.lax.fori_loop`/`scan`, or vectorise it with `jax.vmap`), so "
                             "one dispatch does all of it", op=ctx.resolve(s.value.func))
                 break
+
+
+def _jitted_functions(ctx: Context) -> dict[str, ast.Call | None]:
+    """Functions of this file compiled by ``jax.jit`` -> the jit call (None: a decorator)."""
+    out: dict[str, ast.Call | None] = {}
+    for fn in ctx.funcs.values():
+        for dec in fn.decorator_list:
+            if ctx.compiler(dec) == "jax":
+                out[fn.name] = dec if isinstance(dec, ast.Call) else None
+    for c in ctx.calls():
+        if c.args and isinstance(c.args[0], ast.Name) and c.args[0].id in ctx.funcs and (
+                ctx.compiler(c.func) == "jax" and not isinstance(c.func, ast.Call)):
+            out[c.args[0].id] = c
+    return out
+
+
+def _static_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, jit: ast.Call | None) -> set[str]:
+    params = [a.arg for a in fn.args.args]
+    if jit is None:
+        return set()
+    out: set[str] = set()
+    for k in jit.keywords:
+        v = k.value
+        vals = [e.value for e in v.elts] if isinstance(v, ast.Tuple | ast.List) and all(
+            isinstance(e, ast.Constant) for e in v.elts) else [v.value] if isinstance(
+                v, ast.Constant) else []
+        if k.arg == "static_argnums":
+            out |= {params[i] for i in vals if isinstance(i, int) and i < len(params)}
+        elif k.arg == "static_argnames":
+            out |= {str(n) for n in vals}
+    return out
+
+
+_UNROLL = 32  # iterations from which unrolling visibly costs compile time
+
+
+@rule("script.python-loop-in-jit",
+      "a Python loop inside a jitted function",
+      "`jax.jit` traces Python control flow: the `for` loop is unrolled into {n} copies of its "
+      "body, so compilation grows with the loop count (minutes, for nothing at run time)",
+      "write the loop as `jax.lax.fori_loop(lo, hi, body, carry)` (or `jax.lax.scan` to keep "
+      "per-step outputs), which compiles the body once; or jit one step and loop outside")
+def python_loop_in_jit(ctx: Context) -> None:
+    if not ctx.uses("jax"):
+        return
+    for name, jit in _jitted_functions(ctx).items():
+        fn = ctx.funcs[name]
+        static = _static_params(fn, jit)
+        reported: list[ast.AST] = []
+        for loop in walk(fn.body):
+            if any(loop in ast.walk(r) for r in reported):
+                continue  # an inner loop of one reported: it multiplies the copies
+            if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
+                    and last_name(loop.iter) == "range" and loop.iter.args):
+                continue
+            bounds = [a.value if isinstance(a, ast.Constant) else a.id if isinstance(
+                a, ast.Name) else None for a in loop.iter.args[:2]]
+            hi = bounds[-1] if len(bounds) > 1 else bounds[0]
+            lo = bounds[0] if len(bounds) > 1 and isinstance(bounds[0], int) else 0
+            if isinstance(hi, int) and hi - lo >= _UNROLL:
+                n = f"{hi - lo}"
+            elif isinstance(hi, str) and hi in static:
+                n = f"`{hi}` (a static argument)"
+            else:
+                continue
+            inner = [x for x in walk(loop.body) if isinstance(x, ast.For)]
+            reported.append(loop)
+            ctx.add("script.python-loop-in-jit", "warning", loop,
+                    f"in `{name}`, which is jitted; the loop runs {n} times at trace time"
+                    + (" (with nested loops inside it)" if inner else ""), n=n)

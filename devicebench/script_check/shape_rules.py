@@ -69,6 +69,11 @@ class _Varying:
         if isinstance(loop, ast.For | ast.AsyncFor):
             if isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "range":
                 self.sizes |= set(target_names(loop.target))
+            elif isinstance(loop.iter, ast.List | ast.Tuple) and len({ast.dump(e) for e in
+                                                                    loop.iter.elts}) > 1:
+                self.sizes |= set(target_names(loop.target))  # for n in [5, 8, 10]
+                for name in target_names(loop.target):
+                    self.why[name] = f"`{name}` takes the values of `{ast.unparse(loop.iter)}`"
             elif isinstance(loop.iter, ast.Name) and any(
                     "shape" in loop.iter.id or "size" in loop.iter.id for _ in [0]):
                 self.sizes |= set(target_names(loop.target))  # for n in shape_array

@@ -44,6 +44,11 @@ def unsynced_timing(ctx: Context) -> None:
             op = search_device_work(ctx, [body])
             if op is not None and not waits(ctx, [body]):
                 _timing(ctx, node, op, f"`{q}` times `{ctx.code(op.lineno)}`")
+        elif (last_name(node) == "benchmark" or dotted(node.func) == "benchmark.pedantic") and (
+                node.args and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in ctx.models):  # pytest-benchmark times its argument
+            _timing(ctx, node, node, f"pytest-benchmark times `{node.args[0].id}` call by call, "
+                    "and the call returns when the work is queued")
     for block in blocks(ctx.tree):
         _timed_block(ctx, block)
     _context_timers(ctx)

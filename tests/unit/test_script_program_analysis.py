@@ -284,3 +284,58 @@ def test_chained_unjitted_jax_ops_in_a_loop() -> None:
             key, val = step(key)
     """
     assert ids_at(jitted, "script.jax-host-op-in-loop") == []
+
+
+def test_python_loop_unrolled_by_jit() -> None:
+    source = """\
+        import jax
+
+        @jax.jit
+        def series(z):
+            for i in range(1, 100):
+                z = z * 0.5 + i
+            return z
+    """
+    assert ids_at(source, "script.python-loop-in-jit") == [5]
+    assert ids_at(source.replace("range(1, 100)", "range(3)"), "script.python-loop-in-jit") == []
+    static = """\
+        import jax
+
+        def simulate(w, n):
+            for t in range(n):
+                w = w * 1.01
+            return w
+
+        simulate = jax.jit(simulate, static_argnums=(1,))
+    """
+    assert ids_at(static, "script.python-loop-in-jit") == [4]
+
+
+def test_sizes_from_a_literal_list_recompile() -> None:
+    source = """\
+        import jax
+        import jax.numpy as jnp
+
+        @jax.jit
+        def f(v, idx):
+            return v[idx] * 2
+
+        for n in [5, 8, 10]:
+            f(x, jnp.arange(n))
+    """
+    assert ids_at(source, "script.recompile-shapes") == [9]
+
+
+def test_legacy_optimizer_reads_the_scripts_own_pin() -> None:
+    body = """\
+        import tensorflow as tf
+        opt = tf.keras.optimizers.legacy.Adam(learning_rate=1e-3)
+    """
+    old = "# /// script\n# dependencies = [\"tensorflow==2.6.0\"]\n# ///\n" + textwrap.dedent(body)
+    (f,) = [f for f in check_source(old) if f.id == "script.legacy-optimizer"]
+    assert f.severity == "error" and "AttributeError" in f.observed and "2.6" in f.observed
+    pinned = old.replace("2.6.0", "2.13.1")
+    (f,) = [f for f in check_source(pinned) if f.id == "script.legacy-optimizer"]
+    assert f.severity == "info" and "tensorflow==2.13.1" in f.observed
+    (f,) = [f for f in check_source(textwrap.dedent(body)) if f.id == "script.legacy-optimizer"]
+    assert f.severity == "error" and "Keras 3" in f.observed
