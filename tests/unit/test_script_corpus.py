@@ -41,7 +41,12 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # written against dev, heldout, fresh and new_dev only. fresh's 2 alarms are the unsynced
 # timing loops of mlxbench_21/pytorch_177765 reported at the loop header, one line above the
 # expert's line (the convention real/ asserts); counted as a miss and an alarm each.
-MEASURED = {"dev": (17, 2), "heldout": (26, 3), "fresh": (12, 2), "new_dev": (13, 2)}
+# new_heldout was never read while writing rules and the check never ran on it until the
+# rules were frozen (commit 499f301); measured once then: 7/16 with 4 false alarms (the
+# rules before this round, commit 424ae7b, give it 5/16 with 2) -- the
+# untouched figure. Its floor below is that measurement; no rule was changed after it.
+MEASURED = {"dev": (17, 2), "heldout": (26, 3), "fresh": (12, 2), "new_dev": (13, 2),
+            "new_heldout": (7, 4)}
 
 
 def _marked_lines(path: Path) -> list[tuple[str, str]]:
@@ -124,14 +129,16 @@ def test_split_is_by_url_hash() -> None:
         assert row["half"] == ("dev" if int(digest[:2], 16) % 2 == 0 else "heldout")
 
 
-@pytest.mark.parametrize("half", ["dev", "heldout", "fresh", "new_dev"])
+@pytest.mark.parametrize("half", ["dev", "heldout", "fresh", "new_dev", "new_heldout"])
 def test_corpus_half(half: str) -> None:
     """Recall at the right line and false alarms on one half; printed with -s."""
     total, found, missed, alarms = measure(half)
     scripts = len(_paths(half))
     label = {"heldout": "heldout (seen since; untouched it was 11/27)",
              "fresh": "fresh (seen since; untouched it was 4/17 with 1 false alarm)",
-             "new_dev": "new_dev (rules written against it; 2/14 with 3 before)"}.get(half, half)
+             "new_dev": "new_dev (rules written against it; 2/14 with 3 before)",
+             "new_heldout": "new_heldout (UNTOUCHED: measured once, after the rules were "
+                            "frozen)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")
