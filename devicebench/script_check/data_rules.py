@@ -7,6 +7,7 @@ import ast
 
 from devicebench.script_check.ast_tools import LOOPS, last_name, walk
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.loop_rules import jax_dispatch_chain
 
 _SOURCES = ("TFRecordDataset", "TextLineDataset", "list_files", "FixedLengthRecordDataset")
 
@@ -32,7 +33,8 @@ def _pipelines(ctx: Context) -> list[list[ast.Call]]:
             root, calls = _chain(value)
             if isinstance(root, ast.Name) and root.id in ops:
                 prior = ops[root.id]
-            elif ctx.resolve(root).startswith("tensorflow.data"):
+            elif ctx.resolve(root).startswith(("tensorflow.data", "tensorflow_datasets.")) or (
+                    _looks_tf_data(calls)):
                 prior = []
             else:
                 continue
@@ -44,6 +46,18 @@ def _pipelines(ctx: Context) -> list[list[ast.Call]]:
                 out.append(seq)
         out += [seq for seq in ops.values() if seq]
     return sorted(out, key=len, reverse=True)  # the longest view of a pipeline first
+
+
+_TF_DATA_ONLY = {"prefetch", "padded_batch", "interleave", "cache", "shuffle", "repeat"}
+
+
+def _looks_tf_data(calls: list[ast.Call]) -> bool:
+    """A chain on a dataset this file did not build (``tfds.load(...)``, a parameter):
+    methods only tf.data has, or ``map(..., num_parallel_calls=...)``."""
+    names = {last_name(c) for c in calls}
+    return bool(names & _TF_DATA_ONLY) or any(
+        last_name(c) == "map" and any(k.arg == "num_parallel_calls" for k in c.keywords)
+        for c in calls)
 
 
 @rule("script.tfdata-order",
@@ -79,11 +93,42 @@ def tfdata_order(ctx: Context) -> None:
                     reason="every epoch reads and parses all the data again; a `cache()` after "
                         "the parse and before `shuffle` does it once (google/ml-compiler-opt#34"
                         ": >5x for the input pipeline)")
+        if "batch" in first and "shuffle" in first and first["shuffle"] > first["batch"]:
+            ctx.add("script.tfdata-order", "warning", seq[first["shuffle"]],
+                    "`shuffle` comes after `batch`" + (" and the maps" if "map" in first else ""),
+                    reason="it shuffles whole batches (the same elements stay together every "
+                        "epoch), and its buffer holds `buffer_size` batches: the first one waits "
+                        "until that many batches were read, mapped and batched "
+                        "(tensorflow/tensorflow#47687); shuffle elements, early")
+        aug = _random_map(ctx, seq, first)
+        if aug is not None:
+            ctx.add("script.tfdata-order", "warning", seq[first["cache"]],
+                    f"`cache` comes after `map({aug})`, which draws random numbers",
+                    reason="the cache stores the first epoch's random augmentation and replays "
+                        "it: every later epoch sees the same 'random' crops and flips "
+                        "(tensorflow/tensorflow#47755); cache the deterministic decoding, map "
+                        "the random augmentation after the cache")
         if "prefetch" in first and any(first["prefetch"] < i for n, i in first.items()
                                        if n in ("map", "batch", "shuffle", "cache")):
             ctx.add("script.tfdata-order", "info", seq[first["prefetch"]],
                     "`prefetch` is not the last transformation",
                     reason="`prefetch` overlaps the whole pipeline with training only at its end")
+
+
+def _random_map(ctx: Context, seq: list[ast.Call], first: dict[str, int]) -> str | None:
+    """The name of a function mapped before ``cache()`` that draws random numbers."""
+    if "cache" not in first:
+        return None
+    for c in seq[:first["cache"]]:
+        if last_name(c) != "map" or not c.args or not isinstance(c.args[0], ast.Name):
+            continue
+        fn = ctx.funcs.get(c.args[0].id)
+        if fn is not None and any(isinstance(n, ast.Call) and (
+                ctx.resolve(n.func).startswith(("tensorflow.random.", "numpy.random."))
+                or ctx.resolve(n.func).startswith("tensorflow.image.random_"))
+                for n in ast.walk(fn)):
+            return fn.name
+    return None
 
 
 def _epochs(ctx: Context) -> bool:
@@ -101,6 +146,7 @@ def _epochs(ctx: Context) -> bool:
 def jax_host_op_in_loop(ctx: Context) -> None:
     if not ctx.uses("jax"):
         return
+    jax_dispatch_chain(ctx)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue

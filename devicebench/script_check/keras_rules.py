@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from packaging.version import Version
+
 from devicebench.env.finding import Severity
 from devicebench.script_check.ast_tools import (
     LOOPS,
@@ -18,6 +20,7 @@ from devicebench.script_check.ast_tools import (
     number,
 )
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.pins import pinned_keras
 
 
 def _legacy_nodes(ctx: Context) -> Iterator[tuple[ast.AST, str]]:
@@ -57,7 +60,22 @@ def legacy_optimizer(ctx: Context) -> None:
         snap, kv = ctx.snapshot, ctx.keras_v
         flag = snap.env_vars.get("TF_USE_LEGACY_KERAS", "") if snap else ""
         sev: Severity = "error"
-        if snap is None:
+        pin = pinned_keras(ctx.lines, ctx.directory) if snap is None else None
+        opt = (rel.split(".") + ["Adam"])[2]
+        if pin is not None and pin[1] < Version("2.11"):
+            ctx.add("script.legacy-optimizer", "error", node,
+                    f"the script pins `{pin[0]}` (Keras {pin[1]}), which has no "
+                    "`keras.optimizers.legacy` yet: the attribute lookup fails (AttributeError)",
+                    why="`keras.optimizers.legacy` appeared in Keras 2.11, when the new "
+                        "optimizers became the default; before that the plain names are the "
+                        "old optimizers",
+                    fix=f"use `tf.keras.optimizers.{opt}(learning_rate=...)` under this pin, "
+                        "or raise the pin to >= 2.11", name=opt)
+            continue
+        if pin is not None and pin[1] < Version("3"):
+            sev, seen = "info", (f"works under the script's pin `{pin[0]}` (Keras {pin[1]}); "
+                                 "raises ImportError after an upgrade to Keras 3 / TF >= 2.16")
+        elif snap is None:
             seen = "with Keras 3 (the Keras of TensorFlow >= 2.16) creating it raises ImportError"
         elif q.startswith("tensorflow.") and snap.has("tf-keras") and flag in ("1", "true", "True"):
             sev, seen = "info", (f"works here (tf-keras {snap.version_of('tf-keras')} with "

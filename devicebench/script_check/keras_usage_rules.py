@@ -15,6 +15,7 @@ from devicebench.script_check.ast_tools import (
     keyword,
     last_name,
     root_name,
+    walk,
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.keras_rules import RNN_LAYERS
@@ -185,6 +186,20 @@ def _one_sample(ctx: Context, arg: ast.AST, loop: ast.AST | None) -> bool:
     return False
 
 
+def _per_iteration(ctx: Context, arg: ast.AST, loop: ast.AST | None,
+                   fn: ast.AST | None) -> bool:
+    """``arg`` is made anew on each iteration: assigned in the loop, or a parameter of the
+    function the loop calls."""
+    if not isinstance(arg, ast.Name):
+        return False
+    if loop is not None:
+        return any(isinstance(s, ast.Assign) and arg.id in {n.id for t in s.targets
+                                                            for n in ast.walk(t)
+                                                            if isinstance(n, ast.Name)}
+                   for s in walk(loop.body))  # type: ignore[attr-defined]
+    return isinstance(fn, ast.FunctionDef) and arg.id in {a.arg for a in fn.args.args}
+
+
 @rule("script.keras-call-per-sample",
       "`{method}` called once per sample",
       "`{method}` is built for many samples at once: each call sets up a data adapter, "
@@ -207,17 +222,22 @@ def keras_call_per_sample(ctx: Context) -> None:
         fn = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
         in_loop = loop is not None or fn is not None and fn.name in called_in_loops and (
             fn.name in methods or fn.name in ctx.funcs)
-        if not in_loop or not _one_sample(ctx, call.args[0], loop):
+        if not in_loop:
+            continue
+        one = _one_sample(ctx, call.args[0], loop)
+        if not one and not (method == "predict" and _per_iteration(ctx, call.args[0], loop, fn)):
             continue
         remedy = ("call the model directly, `model(x, training=False)`, which skips "
                   "predict's per-call setup; better, collect the samples and predict them "
                   "as one batch" if method in ("predict", "predict_on_batch") else
                   "collect the samples and train on them as one batch (`model.fit(xs, ys, "
                   "batch_size=len(xs))` or `model.train_on_batch(xs, ys)`)")
-        ctx.add("script.keras-call-per-sample", "warning", call,
-                "with a single sample, inside a loop" if loop is not None else
-                f"with a single sample, in `{fn.name}`, which a loop calls",  # type: ignore[union-attr]
-                method=f".{method}()", remedy=remedy)
+        where = "inside a loop" if loop is not None else (
+            f"in `{fn.name}`, which a loop calls")  # type: ignore[union-attr]
+        ctx.add("script.keras-call-per-sample", "warning" if one else "info", call,
+                f"with a single sample, {where}" if one else
+                f"once per iteration, {where}, on data built for that iteration (tiny batches: "
+                "predict's per-call setup can dominate)", method=f".{method}()", remedy=remedy)
 
 
 _KERAS2_ADDONS = {"tensorflow_hub.KerasLayer": "tensorflow_hub's `KerasLayer`",

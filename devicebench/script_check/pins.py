@@ -72,3 +72,22 @@ def keras_assumed(lines: list[str], code: str, directory: Path | None, installed
         major = 2 if installed[:2] in ("1.", "2.") else 3
         return major == 2, f"Keras {major}: keras {installed} is installed here"
     return False, "Keras 3 (no pin in the script and no installed Keras known)"
+
+
+def pinned_keras(lines: list[str], directory: Path | None) -> tuple[str, Version] | None:
+    """(the requirement, the Keras version it fixes) when the script pins TensorFlow or Keras
+    to one release (``tensorflow==2.6.0`` fixes Keras 2.6: TensorFlow 2.x up to 2.15 ships
+    the Keras of its own minor version); None when it pins no single release."""
+    for req in declared_requirements(lines, directory):
+        exact = [Version(s.version) for s in req.specifier if s.operator in ("==", "~=")
+                 and re.fullmatch(r"[\d.]+", s.version)]
+        if not exact:
+            continue
+        name = req.name.lower()
+        if name in ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos"):
+            if exact[0] < _KERAS3_TF:
+                return str(req), Version(f"2.{exact[0].minor}")
+            return str(req), Version("3")
+        if name in ("keras", "tf-keras", "tf_keras"):
+            return str(req), exact[0]
+    return None

@@ -143,8 +143,25 @@ def cuda_only_call(ctx: Context) -> None:
 
 
 def _ddp_names(ctx: Context) -> set[str]:
-    return {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call) and (
+    """Models wrapped for data parallelism: ``DDP(model)``, and the model that
+    ``accelerator.prepare(model, ...)`` returns (DDP when launched on several GPUs) unless
+    the loop uses ``accelerator.accumulate`` (which skips the sync itself)."""
+    out = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call) and (
         "DistributedDataParallel" in ctx.resolve(v.func) or last_name(v) == "DDP")}
+    accelerators = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
+                    and ctx.resolve(v.func).endswith("Accelerator")}
+    if any(isinstance(c, ast.Call) and last_name(c) == "accumulate" for c in ctx.calls()):
+        return out
+    for node in ast.walk(ctx.tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and last_name(node.value) == "prepare"
+                and isinstance(node.value.func, ast.Attribute)
+                and dotted(node.value.func.value) in accelerators and node.value.args):
+            first = node.value.args[0]
+            names = [n for t in node.targets for n in target_names(t)]
+            if isinstance(first, ast.Name) and names:
+                out.add(names[0] if len(names) == len(node.value.args) else first.id)
+    return out
 
 
 def _steps_every_k(loop: ast.AST) -> ast.If | None:
@@ -167,7 +184,7 @@ def _steps_every_k(loop: ast.AST) -> ast.If | None:
 def ddp_no_sync(ctx: Context) -> None:
     uses_no_sync = any(isinstance(n, ast.Attribute) and n.attr == "no_sync"
                        for n in ast.walk(ctx.tree))
-    if not (ctx.uses("torch") or uses_no_sync):
+    if not (ctx.uses("torch") or ctx.uses("accelerate") or uses_no_sync):
         return
     ddp = _ddp_names(ctx)
     for loop in ast.walk(ctx.tree):

@@ -69,19 +69,26 @@ class _Varying:
         if isinstance(loop, ast.For | ast.AsyncFor):
             if isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "range":
                 self.sizes |= set(target_names(loop.target))
+            elif isinstance(loop.iter, ast.List | ast.Tuple) and len({ast.dump(e) for e in
+                                                                    loop.iter.elts}) > 1:
+                self.sizes |= set(target_names(loop.target))  # for n in [5, 8, 10]
+                for name in target_names(loop.target):
+                    self.why[name] = f"`{name}` takes the values of `{ast.unparse(loop.iter)}`"
             elif isinstance(loop.iter, ast.Name) and any(
                     "shape" in loop.iter.id or "size" in loop.iter.id for _ in [0]):
                 self.sizes |= set(target_names(loop.target))  # for n in shape_array
             loader = loop.iter.args[0] if isinstance(loop.iter, ast.Call) and last_name(
                 loop.iter) == "enumerate" and loop.iter.args else loop.iter
             if isinstance(loader, ast.Name) and any(
-                    isinstance(v, ast.Call) and any(k.arg == "collate_fn" and "pad" in ast.unparse(
-                        k.value).lower() for k in v.keywords)
+                    isinstance(v, ast.Call) and (any(
+                        k.arg == "collate_fn" and "pad" in ast.unparse(k.value).lower()
+                        for k in v.keywords) or _padded_batch(v))
                     for v in ctx.assigns.get(loader.id, [])):
                 for name in target_names(loop.target):
                     self.shaped.add(name)
                     self.why[name] = (f"`{loader.id}` pads each batch to its own longest "
-                                      "element (its collate_fn), so lengths change per batch")
+                                      "element (its collate_fn or padded_batch), so lengths "
+                                      "change per batch")
             self.per_item = isinstance(loop.iter, ast.Name) and any(
                 w in loop.iter.id.lower() for w in _PER_ITEM)
         for _ in range(2):
@@ -95,6 +102,11 @@ class _Varying:
         if isinstance(value, ast.Call) and self.ctx.resolve(value.func) in _RANDOM_INTS:
             self.sizes.add(name)
             self.why[name] = f"`{name}` is drawn at random each iteration"
+        elif name not in self.sizes and self._python_number_of(value):
+            v = self._python_number_of(value)
+            self.sizes.add(name)
+            self.why[name] = (f"`{name}` is a Python number computed from `{v}`, which changes "
+                              "every iteration")
         elif self.shape_of(value):
             self.shaped.add(name)
             self.why.setdefault(name, self.shape_of(value))
@@ -105,6 +117,29 @@ class _Varying:
             self.why[name] = (f"`{name}` is read from one file per iteration "
                               f"(`{ast.unparse(value)[:40]}`); items of their own size each "
                               "give new shapes")
+
+    def _python_number_of(self, value: ast.expr) -> str:
+        """The changing number a plain Python arithmetic expression is computed from ("" if
+        none, or if the expression makes a tensor)."""
+        if not isinstance(value, ast.BinOp | ast.Call | ast.UnaryOp | ast.IfExp):
+            return ""
+        calls = [c for c in ast.walk(value) if isinstance(c, ast.Call)]
+        if any(self.ctx.is_tensor_op(c) or last_name(c) in _CREATORS or isinstance(
+                c.func, ast.Attribute) for c in calls):
+            return ""
+        if isinstance(value, ast.Call) and last_name(value) not in ("min", "max", "float", "int",
+                                                                      "round", "abs") and not (
+                isinstance(value.func, ast.Name) and value.func.id in self.ctx.funcs):
+            return ""
+        return next((n.id for n in ast.walk(value) if isinstance(n, ast.Name)
+                     and n.id in self.sizes), "")
+
+    def inherit(self, outer: _Varying) -> None:
+        """Numbers that change per iteration of an enclosing loop change between calls too."""
+        for name in outer.sizes - self.sizes:
+            self.sizes.add(name)
+            self.why.setdefault(name, outer.why.get(name, f"`{name}` changes every iteration "
+                                                         "of an enclosing loop"))
 
     def shape_of(self, node: ast.AST) -> str:
         """Why ``node``'s shape changes per iteration ("" if it does not, as far as seen)."""
@@ -137,6 +172,10 @@ def recompile_shapes(ctx: Context) -> None:
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue
         varying = _Varying(ctx, loop)
+        outer = ctx.enclosing(loop, LOOPS)
+        while outer is not None and not ctx.is_compiled_scope(outer):
+            varying.inherit(_Varying(ctx, outer))  # type: ignore[arg-type]
+            outer = ctx.enclosing(outer, LOOPS)
         for call, kind in _compiled_calls(ctx, loop):
             why = next((varying.shape_of(a) for a in [*call.args, *(k.value for k in
                         call.keywords)] if varying.shape_of(a)), "")
@@ -144,8 +183,10 @@ def recompile_shapes(ctx: Context) -> None:
                 num = next((a.id for a in call.args if isinstance(a, ast.Name)
                             and a.id in varying.sizes), "")
                 if num:
-                    why = (f"the Python number `{num}` changes every iteration and is passed "
-                           "as an argument: each new value is a new specialisation")
+                    why = (varying.why.get(num, f"the Python number `{num}` changes every "
+                                                "iteration") + "; it is passed as an argument "
+                           "(a Python number, not a tensor): each new value is a new "
+                           "specialisation")
             if why:
                 guessed = any(isinstance(x, ast.Name) and x.id in varying.guess
                               for arg in call.args for x in ast.walk(arg)) or (
@@ -157,6 +198,12 @@ def recompile_shapes(ctx: Context) -> None:
                 ctx.add("script.recompile-shapes", "info" if guessed else "warning", call, why,
                         how=_HOW[kind], fixtext=_FIX[kind])
                 break
+
+
+def _padded_batch(call: ast.Call) -> bool:
+    """``ds.padded_batch(n)`` without ``padded_shapes``: each batch padded to its own longest."""
+    return any(isinstance(c, ast.Call) and last_name(c) == "padded_batch" and not (
+        keyword(c, "padded_shapes") or len(c.args) > 1) for c in ast.walk(call))
 
 
 def _torch_mode(ctx: Context, call: ast.Call) -> str:

@@ -6,6 +6,7 @@ import ast
 import io
 import json
 import os
+import re
 import select
 import stat
 import time
@@ -114,8 +115,26 @@ class Notebook:
         return self.origin[line - 1] if 0 < line <= len(self.origin) else (0, line)
 
 
+_TIME_MAGIC = re.compile(r"%(?:time|timeit)((?:\s+-[A-Za-z]\S*(?:\s+\d+)?)*)\s+(\S.*)$")
+
+
+def _timed_magic(body: str) -> str | None:
+    """``%timeit -n10 f(x)`` / ``%time f(x)`` -> ``timeit.timeit(lambda: (f(x)))``: the same
+    line, readable by the timing rules (``None`` if the timed code is not an expression)."""
+    m = _TIME_MAGIC.match(body.rstrip())
+    if not m:
+        return None
+    expr = m.group(2).split("  #", 1)[0].strip()
+    try:
+        ast.parse(expr, mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+    return f"timeit.timeit(lambda: ({expr}))"
+
+
 def _unmagic(lines: list[str]) -> list[str]:
-    """IPython-only lines (``%magic``, ``!shell``, ``x = !cmd``, ``obj?``) -> ``pass``."""
+    """IPython-only lines (``%magic``, ``!shell``, ``x = !cmd``, ``obj?``) -> ``pass``;
+    ``%time``/``%timeit`` of an expression -> a ``timeit.timeit`` call on the same line."""
     if lines and lines[0].lstrip().startswith("%%"):
         if not lines[0].strip().startswith(_PYTHON_CELL_MAGICS):
             return ["pass"] * len(lines)  # %%bash, %%writefile, ...: not Python
@@ -124,7 +143,11 @@ def _unmagic(lines: list[str]) -> list[str]:
     for ln in lines:
         body = ln.lstrip()
         indent = ln[:len(ln) - len(body)]
-        if body.startswith(("%", "!")) or body.rstrip().endswith("?") and not body.startswith("#"):
+        timed = _timed_magic(body) if body.startswith("%time") else None
+        if timed is not None:
+            out.append(indent + timed)
+        elif body.startswith(("%", "!")) or body.rstrip().endswith("?") and not body.startswith(
+                "#"):
             out.append(indent + "pass")
         elif "= !" in body or "= %" in body:
             out.append(indent + body.split("=", 1)[0].rstrip() + " = None")

@@ -15,6 +15,12 @@ from devicebench.script_check.ast_tools import (
     walk,
 )
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.dataflow import (
+    is_device_work,
+    search_device_work,
+    torch_cpu_only,
+    waits,
+)
 
 CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
           "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"}
@@ -35,11 +41,17 @@ def unsynced_timing(ctx: Context) -> None:
             body = node.args[0].body if isinstance(node.args[0], ast.Lambda) else node.args[0]
             if isinstance(body, ast.Name) and body.id in ctx.funcs:  # timeit.repeat(fn)
                 body = ast.Module(body=ctx.funcs[body.id].body, type_ignores=[])
-            op = ctx.search([body], ctx.is_tensor_op)
-            if op is not None and ctx.search([body], ctx.is_sync) is None:
+            op = search_device_work(ctx, [body])
+            if op is not None and not waits(ctx, [body]):
                 _timing(ctx, node, op, f"`{q}` times `{ctx.code(op.lineno)}`")
+        elif (last_name(node) == "benchmark" or dotted(node.func) == "benchmark.pedantic") and (
+                node.args and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in ctx.models):  # pytest-benchmark times its argument
+            _timing(ctx, node, node, f"pytest-benchmark times `{node.args[0].id}` call by call, "
+                    "and the call returns when the work is queued")
     for block in blocks(ctx.tree):
         _timed_block(ctx, block)
+    _context_timers(ctx)
 
 
 def _clock_pairs(ctx: Context, stmts: list[ast.stmt], events: bool = False,
@@ -62,27 +74,84 @@ def _event_names(ctx: Context) -> set[str]:
 def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
     for a, b in _clock_pairs(ctx, stmts):
         region = stmts[a + 1:b]
-        if not region or ctx.search(region, ctx.is_sync) is not None:
+        if not region or waits(ctx, region):
             continue
         between = f"between {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}"
         loops = [lp for s in region for lp in outer_loops(s)]
         for loop in loops:
             for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
-                op = ctx.search([call], ctx.is_tensor_op)
+                op = search_device_work(ctx, [call])
                 if op is not None:
                     via = "" if op is call else f"`{ast.unparse(call)}`, which runs "
-                    _timing(ctx, loop, op, f"the loop timed {between} calls {via}"
+                    _timing(ctx, loop, op,
+                            f"the loop timed {between} calls {via}"
                             f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) and never waits "
                             "for the device")
                     break
         if loops:
             continue
-        # no loop: one model call / compiled call timed on its own
-        op = next((n for n in walk(region) if isinstance(n, ast.Call)
-                   and isinstance(n.func, ast.Name) and n.func.id in ctx.models), None)
+        # no loop: one model call / compiled call / device method timed on its own
+        op = next((n for n in walk(region) if isinstance(n, ast.Call) and (
+            isinstance(n.func, ast.Name) and n.func.id in ctx.models
+            or not ctx.resolve(n.func).startswith(("torch.", "tensorflow.", "jax."))
+            and is_device_work(ctx, n))), None)
         if op is not None:
             _timing(ctx, op, op, f"timed {between}; the call returns once the work is "
                     "queued, not when the device has finished it")
+
+
+def _context_timers(ctx: Context) -> None:
+    """Clock pairs that bracket code written elsewhere (issue 24, class 15): a
+    ``@contextmanager`` timer's ``yield`` (the ``with`` body runs there), and callback
+    hooks that read the clock in ``on_*_start``/``_begin`` and again in ``on_*_end``."""
+    for fn in ctx.funcs.values():
+        stmts = fn.body
+        for a, b in _clock_pairs(ctx, stmts):
+            y = next((s for s in stmts[a + 1:b] if isinstance(s, ast.Expr)
+                      and isinstance(s.value, ast.Yield)), None)
+            if y is None:
+                continue
+            users = [w for w in ast.walk(ctx.tree) if isinstance(w, ast.With | ast.AsyncWith)
+                     and any(isinstance(i.context_expr, ast.Call) and last_name(
+                         i.context_expr) == fn.name for i in w.items)]
+            for w in users:
+                op = search_device_work(ctx, list(w.body))
+                if op is not None and not waits(ctx, list(w.body) + stmts[a + 1:b]):
+                    _timing(ctx, y, op, f"`{fn.name}` reads the clock around its `yield`; the "
+                            f"`with` block at {ctx.line(w.lineno)} runs there, and "
+                            f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) only queues work")
+                    break
+    for cls in ctx.classes.values():
+        _callback_timer(ctx, cls)
+
+
+_START = ("_start", "_begin")
+
+
+def _callback_timer(ctx: Context, cls: ast.ClassDef) -> None:
+    methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+    for name, end in methods.items():
+        if not (name.startswith("on_") and name.endswith("_end")):
+            continue
+        start = next((methods[name[:-4] + s] for s in _START if name[:-4] + s in methods), None)
+        if start is None:
+            continue
+        stamps = {t.attr for s in walk(start.body) if isinstance(s, ast.Assign)
+                  and isinstance(s.value, ast.Call) and ctx.resolve(s.value.func) in CLOCKS
+                  for t in s.targets if isinstance(t, ast.Attribute)}
+        read = next((n for n in walk(end.body) if isinstance(n, ast.BinOp)
+                     and isinstance(n.left, ast.Call) and ctx.resolve(n.left.func) in CLOCKS
+                     and isinstance(n.right, ast.Attribute) and n.right.attr in stamps), None)
+        if read is None or waits(ctx, start.body + end.body) or not (
+                ctx.uses("torch") or ctx.uses("tensorflow") or ctx.uses("jax")):
+            continue
+        if ctx.uses("torch") and torch_cpu_only(ctx):
+            continue
+        ctx.add("script.unsynced-timing", "warning", read,
+                f"`{cls.name}` reads the clock in `{start.name}` and again here; the batch the "
+                "framework runs between the two hooks is queued asynchronously and neither hook "
+                "waits for the device", sync=_SYNC["torch" if ctx.uses("torch") else "tf"],
+                graph="batch the ops, `torch.compile`")
 
 
 def _kind(ctx: Context, op: ast.AST) -> str:
@@ -93,20 +162,26 @@ def _kind(ctx: Context, op: ast.AST) -> str:
     if q.startswith("torch.") or ctx.compiled.get(name) == "torch" or (
             name in ctx.models and ctx.uses("torch") and not ctx.uses("tensorflow")):
         return "torch"
+    if ctx.uses("jax") and not ctx.uses("tensorflow") and not ctx.uses("torch"):
+        return "jax"
+    if ctx.uses("torch") and not ctx.uses("tensorflow"):
+        return "torch"
     return "tf"
+
+
+_SYNC = {"jax": "`jax.block_until_ready(result)`",
+         "torch": "`torch.cuda.synchronize()` / `torch.mps.synchronize()`, or CUDA events, or "
+                  "`torch.utils.benchmark.Timer`, which syncs and warms up for you",
+         "tf": "`result.numpy()` on the last result"}
 
 
 def _timing(ctx: Context, node: ast.AST, op: ast.AST, seen: str) -> None:
     kind = _kind(ctx, op)
-    if kind == "jax":
-        sync, graph = "`jax.block_until_ready(result)`", "`jax.jit` + `jax.lax.fori_loop`"
-    elif kind == "torch":
-        sync = ("`torch.cuda.synchronize()` / `torch.mps.synchronize()`, or CUDA events, or "
-                "`torch.utils.benchmark.Timer`, which syncs and warms up for you")
-        graph = "batch the ops, `torch.compile`"
-    else:
-        sync, graph = "`result.numpy()` on the last result", "`@tf.function`"
-    ctx.add("script.unsynced-timing", "warning", node, seen, sync=sync, graph=graph)
+    if kind == "torch" and torch_cpu_only(ctx):
+        return  # ops on the CPU run synchronously: the clock measures them
+    graph = {"jax": "`jax.jit` + `jax.lax.fori_loop`", "torch": "batch the ops, `torch.compile`",
+             "tf": "`@tf.function`"}[kind]
+    ctx.add("script.unsynced-timing", "warning", node, seen, sync=_SYNC[kind], graph=graph)
 
 
 @rule("script.compile-in-timing",

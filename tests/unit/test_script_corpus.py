@@ -23,6 +23,8 @@ from tests.unit.test_script_rules import mac_snapshot
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "corpus"
 SPLIT: dict[str, dict[str, str]] = json.loads((CORPUS / "split.json").read_text())
 FRESH = CORPUS.parent / "corpus_fresh"  # collected after the rules were frozen
+NEW = CORPUS.parent / "corpus_new"  # the second round: split by a fixed seed (its README)
+NEW_SPLIT: dict[str, dict[str, str]] = json.loads((NEW / "split.json").read_text())
 _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # Measured on this branch. Before any rule: dev 1/20 with 3 false alarms, heldout 5/27 with 2.
 # Rules written against dev only, heldout measured once, untouched: dev 17/20 + 2, heldout
@@ -34,30 +36,60 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # figure. That alarm was a rule bug (jnp.full's fill value read as a shape), fixed after it
 # was seen: 4/17 with 0 since. A change that finds fewer pitfalls or raises more alarms fails.
 # half -> (pitfalls found, false alarms)
-MEASURED = {"dev": (17, 2), "heldout": (26, 3), "fresh": (4, 0)}
+# Second round (corpus_new, split by a fixed seed before any rule): new_dev before any rule
+# 2/14 with 3 false alarms; the program-analysis rules (dataflow.py, loop_rules.py, ...) were
+# written against dev, heldout, fresh and new_dev only. fresh's 2 alarms are the unsynced
+# timing loops of mlxbench_21/pytorch_177765 reported at the loop header, one line above the
+# expert's line (the convention real/ asserts); counted as a miss and an alarm each.
+# new_heldout was never read while writing rules and the check never ran on it until the
+# rules were frozen (commit 499f301); measured once then: 7/16 with 4 false alarms (the
+# rules before this round, commit 424ae7b, give it 5/16 with 2) -- the
+# untouched figure. Its floor below is that measurement; no rule was changed after it.
+MEASURED = {"dev": (17, 2), "heldout": (26, 3), "fresh": (12, 2), "new_dev": (13, 2),
+            "new_heldout": (7, 4)}
+
+
+def _marked_lines(path: Path) -> list[tuple[str, str]]:
+    """(position as a finding names it, text) of every line: "12", or "cell 3:4" in a
+    notebook (cells counted from 1, markdown cells too)."""
+    if path.suffix != ".ipynb":
+        return [(str(i), t) for i, t in enumerate(path.read_text().splitlines(), 1)]
+    out = []
+    for n, cell in enumerate(json.loads(path.read_text())["cells"], 1):
+        if cell["cell_type"] == "code":
+            src = "".join(cell["source"]).splitlines()
+            out += [(f"cell {n}:{i}", t) for i, t in enumerate(src, 1)]
+    return out
+
+
+def _header(path: Path) -> str:
+    if path.suffix != ".ipynb":
+        return path.read_text()[:900]
+    return "".join(json.loads(path.read_text())["cells"][0]["source"])
 
 
 def judge(path: Path) -> tuple[int, int, list[str], list[str]]:
-    """(pitfalls, found, missed, false alarms) of one corpus script."""
-    text = path.read_text()
-    marks = {i: set(m.group(1).split("|")) for i, line in enumerate(text.splitlines(), 1)
+    """(pitfalls, found, missed, false alarms) of one corpus script or notebook."""
+    marks = {pos: set(m.group(1).split("|")) for pos, line in _marked_lines(path)
              if (m := _PITFALL.search(line))}
-    report = inspect_script(path, mac_snapshot() if "snapshot: mac" in text[:900] else None)
-    at: dict[int, set[str]] = {}
+    report = inspect_script(path, mac_snapshot() if "snapshot: mac" in _header(path) else None)
+    at: dict[str, set[str]] = {}
     alarms = []
     for f in report.findings:
-        line = int(f.location.rsplit(":", 1)[1])
-        at.setdefault(line, set()).add(f.id)
-        if line not in marks and f.severity != "info":
-            alarms.append(f"{path.name}:{line} {f.severity} {f.id}")
-    missed = [f"{path.name}:{i} {'|'.join(sorted(ids))}" for i, ids in marks.items()
-              if not ids & at.get(i, set())]
+        pos = f.location[len(str(path)) + 1:]
+        at.setdefault(pos, set()).add(f.id)
+        if pos not in marks and f.severity != "info":
+            alarms.append(f"{path.name}:{pos} {f.severity} {f.id}")
+    missed = [f"{path.name}:{pos} {'|'.join(sorted(ids))}" for pos, ids in marks.items()
+              if not ids & at.get(pos, set())]
     return len(marks), len(marks) - len(missed), missed, alarms
 
 
 def _paths(half: str) -> list[Path]:
     if half == "fresh":
         return sorted(FRESH.glob("*.py"))
+    if half.startswith("new_"):
+        return [NEW / name for name, row in sorted(NEW_SPLIT.items()) if row["half"] == half]
     return [CORPUS / name for name, row in sorted(SPLIT.items()) if row["half"] == half]
 
 
@@ -69,6 +101,19 @@ def measure(half: str) -> tuple[int, int, list[str], list[str]]:
         n, k, m, a = judge(path)
         total, found, missed, alarms = total + n, found + k, missed + m, alarms + a
     return total, found, missed, alarms
+
+
+def test_new_split_is_by_fixed_seed() -> None:
+    """corpus_new's halves are ``random.Random(24).sample(sorted(names), n // 2)`` (new_dev)
+    and the rest (new_heldout); every file is in the split and names its source URL."""
+    import random
+
+    names = sorted(p.name for p in NEW.iterdir() if p.suffix in (".py", ".ipynb"))
+    assert names == sorted(NEW_SPLIT) and len(names) >= 24
+    dev = set(random.Random(24).sample(names, len(names) // 2))
+    for name, row in NEW_SPLIT.items():
+        assert row["half"] == ("new_dev" if name in dev else "new_heldout")
+        assert f"Source: {row['url']}" in _header(NEW / name)
 
 
 def test_split_is_by_url_hash() -> None:
@@ -84,13 +129,16 @@ def test_split_is_by_url_hash() -> None:
         assert row["half"] == ("dev" if int(digest[:2], 16) % 2 == 0 else "heldout")
 
 
-@pytest.mark.parametrize("half", ["dev", "heldout", "fresh"])
+@pytest.mark.parametrize("half", ["dev", "heldout", "fresh", "new_dev", "new_heldout"])
 def test_corpus_half(half: str) -> None:
     """Recall at the right line and false alarms on one half; printed with -s."""
     total, found, missed, alarms = measure(half)
     scripts = len(_paths(half))
     label = {"heldout": "heldout (seen since; untouched it was 11/27)",
-             "fresh": "fresh (untouched it was 4/17 with 1 false alarm)"}.get(half, half)
+             "fresh": "fresh (seen since; untouched it was 4/17 with 1 false alarm)",
+             "new_dev": "new_dev (rules written against it; 2/14 with 3 before)",
+             "new_heldout": "new_heldout (UNTOUCHED: measured once, after the rules were "
+                            "frozen)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")

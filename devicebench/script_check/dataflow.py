@@ -1,0 +1,181 @@
+"""What a timed region runs: device work followed through values, wrappers and methods.
+
+Issue 24, classes 15-17: a clock pair around ``backbone_trt(images)`` (a model wrapped by a
+converter), ``foo.factors.sum()`` (a value a jitted function produced, kept on an object),
+``self.forward(device)`` or ``loss.backward()`` times device work just as a call of the model
+itself does. These helpers answer "does this call queue device work?" and "does this
+region really wait for the device?" for the timing rules; they never import a framework.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from devicebench.script_check.ast_tools import dotted, last_name, root_name, walk
+from devicebench.script_check.context import Context
+
+_DEVICE_METHODS = {"forward", "backward", "generate", "train_step", "training_step",
+                   "step_fn", "run_backward", "run_forward"}
+_WRAPPER_FACTORIES = {"torch2trt", "pipeline", "DataParallel", "DistributedDataParallel",
+                      "DDP", "FSDP", "fully_shard", "prepare", "compile", "trace", "script"}
+_CREATORS = {"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "load",
+             "randint", "linspace", "from_numpy"}
+# methods of a model or tensor that do no asynchronous device work (or wait for it)
+_HOST_METHODS = {"summary", "save", "save_weights", "load_weights", "get_weights", "set_weights",
+                 "compile", "state_dict", "load_state_dict", "parameters", "named_parameters",
+                 "train", "eval", "to", "cuda", "cpu", "numpy", "item", "tolist", "fit",
+                 "evaluate", "predict", "predict_on_batch", "train_on_batch", "test_on_batch",
+                 "size", "dim", "append", "keys", "values", "items", "count_params", "zero_grad"}
+_GPU_WORDS = ("cuda", "mps", "device", "accelerator", "xpu", "gpu", "tpu")
+
+
+def device_values(ctx: Context) -> set[str]:
+    """Names and attribute names (``x``, ``.factors``) bound to values that live on a device:
+    results of tensor ops, model calls, ``.cuda()``/``.to(...)``, and what is computed from
+    them. Attributes are keyed ``"." + attr`` (``self.factors = f(...)`` marks ``.factors``)."""
+    cached = getattr(ctx, "_device_values", None)
+    if cached is not None:
+        return cached
+    out: set[str] = set()
+    assigns = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.Assign)]
+    for _ in range(3):
+        for a in assigns:
+            if not _is_device_expr(ctx, a.value, out):
+                continue
+            for t in a.targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        out.add(n.id)
+                if isinstance(t, ast.Attribute):
+                    out.add("." + t.attr)
+    ctx._device_values = out  # type: ignore[attr-defined]
+    return out
+
+
+def _is_device_expr(ctx: Context, node: ast.AST, known: set[str]) -> bool:
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id in known
+    if isinstance(node, ast.Attribute):
+        return "." + node.attr in known or _is_device_expr(ctx, node.value, known)
+    if not isinstance(node, ast.Call):
+        return False
+    if ctx.is_tensor_op(node) or last_name(node) in ("cuda", "to") and isinstance(
+            node.func, ast.Attribute) or isinstance(node.func, ast.Call) and ctx.compiler(
+                node.func):
+        return True  # a tensor op, a copy to a device, `jax.jit(f)(x)`
+    return isinstance(node.func, ast.Attribute) and _is_device_expr(ctx, node.func.value, known)
+
+
+def wrapped_models(ctx: Context) -> set[str]:
+    """Names bound to a model wrapped by a converter or launcher: ``trt = torch2trt(model,
+    ...)``, ``pipe = pipeline(...)``, ``m = DDP(model)``."""
+    out: set[str] = set()
+    models = module_names(ctx)
+    for name, values in ctx.assigns.items():
+        for v in values:
+            if isinstance(v, ast.Call) and (last_name(v) in _WRAPPER_FACTORIES and (
+                    last_name(v) == "pipeline" or any(
+                        isinstance(a, ast.Name) and a.id in models or isinstance(a, ast.Call)
+                        and root_name(a) in models for a in v.args))):
+                out.add(name)
+    return out
+
+
+def module_names(ctx: Context) -> set[str]:
+    """Models known by what is done to them in a torch script: names on which
+    ``.eval()``, ``.train()`` or ``.parameters()`` is called (a global model used in a
+    function without being built in this file), besides ``ctx.models``."""
+    out = set(ctx.models)
+    if ctx.uses("torch"):
+        out |= {c.func.value.id for c in ctx.calls() if isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("eval", "train", "parameters", "named_parameters")
+                and isinstance(c.func.value, ast.Name) and not c.args}
+    return out
+
+
+def is_device_work(ctx: Context, node: ast.AST) -> bool:
+    """A call that queues device work: a tensor op or model call, a method of a device value
+    (``out.mean()``, ``foo.factors.sum()``), a wrapped model, ``.forward``/``.backward``."""
+    if not isinstance(node, ast.Call):
+        return False
+    if ctx.is_tensor_op(node) and not ctx.is_sync(node):
+        return True
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id in wrapped_models(ctx) or func.id in device_values(ctx)
+    if not isinstance(func, ast.Attribute) or ctx.is_sync(node) or func.attr in _HOST_METHODS:
+        return False
+    if func.attr in _DEVICE_METHODS and framework_used(ctx):
+        return True
+    recv = func.value
+    values = device_values(ctx)
+    if isinstance(recv, ast.Name):
+        return recv.id in values or recv.id in wrapped_models(ctx)
+    return isinstance(recv, ast.Attribute) and ("." + recv.attr in values
+                                                or root_name(recv) in values)
+
+
+def framework_used(ctx: Context) -> bool:
+    return ctx.uses("torch") or ctx.uses("jax") or ctx.uses("tensorflow")
+
+
+def torch_cpu_only(ctx: Context) -> bool:
+    """A torch script that never names a GPU or a device: its ops run synchronously on the
+    CPU, so timing them needs no sync."""
+    if not ctx.uses("torch") or ctx.uses("jax") or ctx.uses("tensorflow"):
+        return False
+    text = "\n".join(line.split("#", 1)[0] for line in ctx.lines).lower()
+    if any(w in text for w in _GPU_WORDS):
+        return False
+    # and it builds what it times (a model, or tensors), rather than receiving it
+    return bool(ctx.models) or any(isinstance(v, ast.Call) and ctx.resolve(v.func).startswith(
+        "torch.") and last_name(v) in _CREATORS for vs in ctx.assigns.values() for v in vs)
+
+
+def search_device_work(ctx: Context, roots: list[ast.AST]) -> ast.AST | None:
+    """First device-work call under ``roots``, following calls of this file's functions and
+    methods (``self.forward(x)`` when ``forward`` is defined here)."""
+    hit = ctx.search(roots, lambda n: is_device_work(ctx, n))
+    if hit is not None:
+        return hit
+    for n in walk(roots):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
+                n.func.attr in ctx.funcs and dotted(n.func.value) in ("self", "cls")):
+            inner = ctx.search(ctx.funcs[n.func.attr].body, lambda m: is_device_work(ctx, m))
+            if inner is not None:
+                return inner
+    return None
+
+
+def waits(ctx: Context, region: list[ast.AST]) -> bool:
+    """Whether ``region`` waits for the device whatever the device. A sync under a test of
+    one backend covers that backend only: ``if device.type == "mps": torch.mps.synchronize()``
+    leaves CUDA (torch's usual GPU) unsynchronised; a CUDA-only guard is enough unless the
+    script also runs on MPS."""
+    code = "\n".join(line.split("#", 1)[0] for line in ctx.lines).lower()
+
+    def covering(n: ast.AST) -> bool:
+        if not ctx.is_sync(n):
+            return False
+        guard = _backend_guard(ctx, n)
+        if guard is None:
+            return True
+        if "mps" in guard and "cuda" not in guard:
+            return False
+        return not ("cuda" in guard and "mps" not in guard and "mps" in code)
+
+    return ctx.search(region, covering) is not None
+
+
+def _backend_guard(ctx: Context, node: ast.AST) -> str | None:
+    """The source of the nearest enclosing ``if`` test that names a backend, or None."""
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(cur, ast.If):
+            src = ast.unparse(cur.test).lower()
+            if any(w in src for w in ("mps", "cuda")):
+                return src
+        cur = ctx.parents.get(cur)
+    return None
