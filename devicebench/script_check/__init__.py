@@ -30,6 +30,7 @@ from devicebench.script_check import (
     keras_usage_rules,
     loop_rules,
     placement_rules,
+    reach_rules,
     shape_rules,
     tf_rules,
     timing_rules,
@@ -42,7 +43,7 @@ __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_sourc
            "inspect_script", "read_script"]
 # importing the rule modules registers their rules
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, tf_rules, jax_rules,
-                 torch_rules, shape_rules, placement_rules, data_rules, loop_rules)
+                 torch_rules, shape_rules, placement_rules, data_rules, loop_rules, reach_rules)
 
 
 @dataclass(frozen=True)

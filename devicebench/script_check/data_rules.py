@@ -8,6 +8,7 @@ import ast
 from devicebench.script_check.ast_tools import LOOPS, last_name, walk
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.loop_rules import jax_dispatch_chain
+from devicebench.script_check.reach_rules import unjitted_jax_callee
 
 _SOURCES = ("TFRecordDataset", "TextLineDataset", "list_files", "FixedLengthRecordDataset")
 
@@ -147,6 +148,7 @@ def jax_host_op_in_loop(ctx: Context) -> None:
     if not ctx.uses("jax"):
         return
     jax_dispatch_chain(ctx)
+    unjitted_jax_callee(ctx)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue

@@ -157,7 +157,7 @@ def waits(ctx: Context, region: list[ast.AST]) -> bool:
     code = "\n".join(line.split("#", 1)[0] for line in ctx.lines).lower()
 
     def covering(n: ast.AST) -> bool:
-        if not ctx.is_sync(n):
+        if not ctx.is_sync(n) or _distributed_only(ctx, n):
             return False
         guard = _backend_guard(ctx, n)
         if guard is None:
@@ -167,6 +167,23 @@ def waits(ctx: Context, region: list[ast.AST]) -> bool:
         return not ("cuda" in guard and "mps" not in guard and "mps" in code)
 
     return ctx.search(region, covering) is not None
+
+
+_DISTRIBUTED = ("ddp", "distributed", "world_size", "is_initialized", "multi_gpu", "n_gpu")
+
+
+def _distributed_only(ctx: Context, node: ast.AST) -> bool:
+    """A sync under ``if USE_PYTORCH_DDP:`` (or ``world_size > 1``, ...): a single-device
+    run, the usual one, never waits (mlcommons/algorithmic-efficiency#430)."""
+    cur = ctx.parents.get(node)
+    while cur is not None and not isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(cur, ast.If) and node in ast.walk(cur) and not any(
+                node in ast.walk(s) for s in cur.orelse):
+            src = ast.unparse(cur.test).lower()
+            if any(w in src for w in _DISTRIBUTED):
+                return True
+        cur = ctx.parents.get(cur)
+    return False
 
 
 def _backend_guard(ctx: Context, node: ast.AST) -> str | None:
@@ -179,3 +196,58 @@ def _backend_guard(ctx: Context, node: ast.AST) -> str | None:
                 return src
         cur = ctx.parents.get(cur)
     return None
+
+
+def _instances(ctx: Context) -> dict[str, ast.ClassDef]:
+    """Names bound to an instance of a class defined in this file (``m = Net().cuda()``)."""
+    out: dict[str, ast.ClassDef] = {}
+    for name, values in ctx.assigns.items():
+        for v in values:
+            while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and (
+                    v.func.attr in ("to", "cuda", "eval", "train", "half", "float")):
+                v = v.func.value
+            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and (
+                    v.func.id in ctx.classes):
+                out[name] = ctx.classes[v.func.id]
+    return out
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    return next((s for s in cls.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and s.name == name), None)
+
+
+def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
+            ) -> list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(call, function) for the functions of this file that code under ``roots`` runs:
+    ``f(x)``, ``self.f(x)`` / ``cls.f(x)``, a call of an instance of a class defined here
+    (``model(x)`` runs its ``forward``/``__call__``) and its methods (``agent.act(x)``),
+    followed ``depth`` calls deep; compiled functions are left out (their body is a graph)."""
+    inst = _instances(ctx)
+    out: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    seen: set[int] = set()
+    frontier = [(r, None) for r in roots]
+    for _ in range(depth):
+        nxt = []
+        for root, via in frontier:
+            for n in walk([root]):
+                if not isinstance(n, ast.Call):
+                    continue
+                fn = None
+                f = n.func
+                if isinstance(f, ast.Name):
+                    fn = ctx.funcs.get(f.id) if f.id not in inst else (
+                        _method(inst[f.id], "forward") or _method(inst[f.id], "__call__"))
+                elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                    if f.value.id in ("self", "cls"):
+                        fn = ctx.funcs.get(f.attr)
+                    elif f.value.id in inst:
+                        fn = _method(inst[f.value.id], f.attr)
+                if fn is None or id(fn) in seen or fn.name in ctx.compiled or any(
+                        ctx.compiler(d) for d in fn.decorator_list):
+                    continue
+                seen.add(id(fn))
+                out.append((via or n, fn))
+                nxt += [(s, via or n) for s in fn.body]
+        frontier = nxt
+    return out

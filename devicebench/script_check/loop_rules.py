@@ -9,6 +9,7 @@ import ast
 from devicebench.script_check.ast_tools import LOOPS, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import module_names, wrapped_models
+from devicebench.script_check.reach_rules import compiled_in_callees
 
 _HOW = {"jax": "`jax.jit`", "tf": "`tf.function`", "torch": "`torch.compile`"}
 _WHY = {"jax": "jit caches compiled code per function object: a fresh lambda, `partial` or "
@@ -65,6 +66,7 @@ def jit_in_loop(ctx: Context) -> None:
                     + ("; its argument is built anew each time" if fresh else ""),
                     how=_HOW[kind], reason=_WHY[kind], ctor={"jax": "jax.jit", "tf": "tf.function",
                                                           "torch": "torch.compile"}[kind])
+    compiled_in_callees(ctx)
 
 
 def _no_grad_around(ctx: Context, node: ast.AST) -> bool:
@@ -175,21 +177,22 @@ def jax_dispatch_chain(ctx: Context) -> None:
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                and ctx.compiled.get(n.func.id) == "jax" for n in body):
             continue  # between jitted steps: the other rule of this id
-        for s in body:
-            if not (isinstance(s, ast.Assign) and _jax_op(ctx, s.value)):
-                continue
+        ops = [s for s in body if isinstance(s, ast.Assign) and _jax_op(ctx, s.value)]
+        for s in ops:
             bound = {x for t in s.targets for x in target_names(t)}
             read = {x.id for x in ast.walk(s.value) if isinstance(x, ast.Name)}
             if bound & read:
-                ctx.add("script.jax-host-op-in-loop", "warning", s.value,
-                        f"`{ast.unparse(s.value)[:50]}` feeds the next iteration of the loop at "
-                        f"{ctx.line(loop.lineno)} and runs outside any `jax.jit`",
+                first = ops[0]  # where the chain of one-by-one dispatches starts
+                ctx.add("script.jax-host-op-in-loop", "warning", first.value,
+                        f"`{ast.unparse(first.value)[:50]}` and the ops after it run outside any"
+                        f" `jax.jit`; `{ast.unparse(s.value)[:40]}` feeds the next iteration of "
+                        f"the loop at {ctx.line(loop.lineno)}",
                         why="each un-jitted JAX op is dispatched on its own (tens of us each), "
                             "and this one waits for the previous iteration's: the loop measures "
                             "dispatch overhead, not arithmetic (jax-ml/jax#968)",
                         fix="put the loop body in a jitted function (or the whole loop in "
                             "`jax.lax.fori_loop`/`scan`, or vectorise it with `jax.vmap`), so "
-                            "one dispatch does all of it", op=ctx.resolve(s.value.func))
+                            "one dispatch does all of it", op=ctx.resolve(first.value.func))
                 break
 
 

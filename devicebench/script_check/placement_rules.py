@@ -15,6 +15,7 @@ from devicebench.script_check.ast_tools import (
     walk,
 )
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.reach_rules import cuda_amp_without_cuda
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
              "torch.cpu.amp.autocast")
@@ -140,6 +141,7 @@ def cuda_only_call(ctx: Context) -> None:
                 and not _guarded(ctx, call, ("cuda", "gpu", "device"))):
             ctx.add("script.cuda-only-call", "error" if "Mac" in elsewhere else "warning",
                     call, elsewhere, call=q, backend="CUDA", reason=elsewhere, kind="cuda")
+    cuda_amp_without_cuda(ctx)
 
 
 def _ddp_names(ctx: Context) -> set[str]:

@@ -97,12 +97,27 @@ def _loop_calling_method(ctx: Context, name: str) -> ast.AST | None:
 
 
 def _loop_calling(ctx: Context, fn: str) -> ast.AST | None:
-    """A loop (outside compiled code) that calls function ``fn``, directly or via another."""
+    """A loop (outside compiled code) that calls function ``fn``, directly or via another;
+    or a ``timeit.timeit("fn()", number=...)`` / ``timeit.repeat`` that runs it repeatedly
+    (its statement given as a string, a lambda or the function itself)."""
+    def calls_fn(n: ast.AST) -> bool:
+        return isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == fn
+
     for node in ast.walk(ctx.tree):
         if isinstance(node, LOOPS) and not ctx.is_compiled_scope(node) and ctx.search(
-                node.body, lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                and n.func.id == fn) is not None:
+                node.body, calls_fn) is not None:
             return node
+        if isinstance(node, ast.Call) and ctx.resolve(node.func) in (
+                "timeit.timeit", "timeit.repeat") and node.args:
+            stmt = node.args[0]
+            if isinstance(stmt, ast.Constant) and isinstance(stmt.value, str):
+                try:
+                    stmt = ast.parse(stmt.value)
+                except SyntaxError:
+                    continue
+            if (isinstance(stmt, ast.Name) and stmt.id == fn
+                    or ctx.search([stmt], calls_fn) is not None):
+                return node
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from devicebench.script_check.ast_tools import (
     LOOPS,
@@ -16,6 +17,7 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import (
+    callees,
     is_device_work,
     search_device_work,
     torch_cpu_only,
@@ -58,12 +60,23 @@ def _clock_pairs(ctx: Context, stmts: list[ast.stmt], events: bool = False,
                  ) -> list[tuple[int, int]]:
     """Pairs of clock readings in one block; ``events``: CUDA events' ``record()`` count too."""
     timers = _event_names(ctx) if events else set()
+    helpers = _clock_helpers(ctx)
     clocks = [i for i, s in enumerate(stmts) if not hasattr(s, "body")
               and any(isinstance(n, ast.Call) and (ctx.resolve(n.func) in CLOCKS or (
                   last_name(n) == "record" and isinstance(n.func, ast.Attribute)
-                  and isinstance(n.func.value, ast.Name) and n.func.value.id in timers))
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id in timers)
+                  or isinstance(n.func, ast.Name) and n.func.id in helpers)
                       for n in walk([s]))]
     return list(zip(clocks, clocks[1:], strict=False))
+
+
+def _clock_helpers(ctx: Context) -> set[str]:
+    """Functions of this file that return a clock reading (``def _get_time(): ...;
+    return time.time()``): calling one reads the clock."""
+    return {name for name, fn in ctx.funcs.items() if any(
+        isinstance(r, ast.Return) and r.value is not None and any(
+            isinstance(c, ast.Call) and ctx.resolve(c.func) in CLOCKS for c in ast.walk(r.value))
+        for r in walk(fn.body))}
 
 
 def _event_names(ctx: Context) -> set[str]:
@@ -74,18 +87,21 @@ def _event_names(ctx: Context) -> set[str]:
 def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
     for a, b in _clock_pairs(ctx, stmts):
         region = stmts[a + 1:b]
-        if not region or waits(ctx, region):
-            continue
+        if not region or waits(ctx, region + [stmts[b]]):
+            continue  # (the closing reading counts: a clock helper may sync first)
         between = f"between {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}"
         loops = [lp for s in region for lp in outer_loops(s)]
         for loop in loops:
-            for call in (n for n in walk(loop.body) if isinstance(n, ast.Call)):
+            calls = sorted((n for n in walk(loop.body) if isinstance(n, ast.Call)),
+                           key=lambda n: (n.lineno, n.col_offset))
+            for call in calls:
                 op = search_device_work(ctx, [call])
                 if op is not None:
                     via = "" if op is call else f"`{ast.unparse(call)}`, which runs "
-                    _timing(ctx, loop, op,
+                    _timing(ctx, call, op,
                             f"the loop timed {between} calls {via}"
-                            f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) and never waits "
+                            f"`{ctx.code(op.lineno)}` ({ctx.line(op.lineno)}) on every "
+                            f"iteration of the loop at {ctx.line(loop.lineno)} and never waits "
                             "for the device")
                     break
         if loops:
@@ -280,21 +296,29 @@ def _is_sync_call(n: ast.AST) -> bool:
 
 def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: str,
                       fixtext: str) -> None:
-    """Syncs inside functions of this file that the step loop calls (issue 24, class 15)."""
-    done: set[str] = set()
-    for n in direct:
-        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
-            continue
-        fn = ctx.funcs.get(n.func.id)
-        if fn is None or fn.name in done or fn.name in ctx.compiled:
-            continue
-        done.add(fn.name)
-        for m in walk(fn.body, skip_in_step):
-            if _is_sync_call(m):
+    """Syncs inside functions of this file that the step loop runs (issue 24, class 15):
+    called by name, as ``self.method()``, or as the ``forward`` of a model class defined here,
+    a few calls deep."""
+    for call, fn in callees(ctx, [n for n in direct if isinstance(n, ast.Call)]):
+        for m in walk(fn.body, lambda x: isinstance(x, ast.FunctionDef | ast.AsyncFunctionDef
+                                                    | ast.Return)
+                      or skip_in_step(x) and not isinstance(x, LOOPS)):
+            if _is_sync_call(m):  # (a value converted as it is returned: the caller's call)
                 ctx.add("script.sync-in-step-loop", "warning", m,
-                        f"`{fn.name}` is called by the training loop at {ctx.line(loop.lineno)} "
-                        f"(`{ast.unparse(n)[:50]}`, {ctx.line(n.lineno)}), so this "
+                        f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
+                        f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
                         "runs on every step", fixtext=fixtext)
+
+
+def _in_step(ctx: Context) -> Callable[[ast.AST], bool]:
+    """``skip_in_step``, except an ``if step % k == 0:`` block that itself runs the
+    optimizer step: that is the update step of gradient accumulation, not a logging branch."""
+    def skip(n: ast.AST) -> bool:
+        if isinstance(n, ast.If) and skip_in_step(n) and ctx.search(
+                n.body, ctx.is_step, lambda x: isinstance(x, LOOPS)) is not None:
+            return False
+        return skip_in_step(n)
+    return skip
 
 
 def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
@@ -305,7 +329,7 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
         if ctx.search(body, lambda n: ctx.is_step(n) or isinstance(n, ast.Call) and isinstance(
                 n.func, ast.Name) and n.func.id in ctx.compiled, skip_in_step) is None:
             continue
-        direct = list(walk(body, skip_in_step))
+        direct = list(walk(body, _in_step(ctx)))
         assigned = {n.id for s in direct if isinstance(s, ast.Assign | ast.AugAssign)
                     for t in getattr(s, "targets", [getattr(s, "target", None)])
                     for n in ast.walk(t) if isinstance(n, ast.Name)}

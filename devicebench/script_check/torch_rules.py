@@ -14,6 +14,7 @@ from devicebench.script_check.ast_tools import (
     walk,
 )
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.reach_rules import host_copies
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
              "load", "resize", "convert")
@@ -126,6 +127,7 @@ def per_step_copy(ctx: Context) -> None:
             if data.isidentifier() and data not in loop_vars and _whole_data(ctx, data):
                 ctx.add("script.per-step-copy", "warning", n,
                         f"inside the loop at {ctx.line(loop.lineno)}", data=data)
+    host_copies(ctx)
 
 
 _TENSOR_FROM = ("torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",

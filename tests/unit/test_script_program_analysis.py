@@ -103,7 +103,7 @@ def test_a_sync_guarded_by_one_backend_does_not_cover_cuda() -> None:
                     torch.mps.synchronize()
             return time.time() - start
     """
-    assert ids_at(source, "script.unsynced-timing") == [6]
+    assert ids_at(source, "script.unsynced-timing") == [7]  # the timed call itself
     both = source.replace('if device.type == "mps":\n                    torch.mps.synchronize()',
                           "torch.cuda.synchronize()")
     assert ids_at(both, "script.unsynced-timing") == []
@@ -122,7 +122,7 @@ def test_torch_on_the_cpu_only_needs_no_sync() -> None:
     """
     assert ids_at(source, "script.unsynced-timing") == []
     gpu = source.replace("224, 224)", "224, 224).cuda()")
-    assert ids_at(gpu, "script.unsynced-timing") == [6]
+    assert ids_at(gpu, "script.unsynced-timing") == [7]
 
 
 def _notebook(tmp_path: Path, cells: list[str]) -> Path:

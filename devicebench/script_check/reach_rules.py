@@ -1,0 +1,193 @@
+"""Costs reached through the functions a loop calls (issue 24, classes 13, 15-17): a compiled
+function created anew by a helper the loop calls, host-made tensors and module state copied
+to the device on every step, un-jitted JAX functions called per batch, a ``torch.compile``
+wrapper timed as if it compiled, batches imported onto the host through DLPack, and CUDA's
+autocast on a script that only ever runs on MPS or the CPU."""
+
+from __future__ import annotations
+
+import ast
+
+from devicebench.script_check.ast_tools import LOOPS, blocks, last_name, skip_in_step, walk
+from devicebench.script_check.context import Context, rule
+from devicebench.script_check.dataflow import callees
+from devicebench.script_check.timing_rules import CLOCKS
+
+_FACTORIES = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "arange",
+              "linspace", "tensor", "eye", "randperm"}
+_STATE = {"running_mean", "running_var", "weight", "bias", "pos_embed", "freqs", "mask"}
+_KIND = {"jax": "jax.jit", "tf": "tf.function", "torch": "torch.compile"}
+
+
+def _loops(ctx: Context) -> list[ast.AST]:
+    return [n for n in ast.walk(ctx.tree) if isinstance(n, LOOPS) and not ctx.is_compiled_scope(n)]
+
+
+def compiled_in_callees(ctx: Context) -> None:
+    """``script.jit-in-loop`` one call away: a function of this file that the loop calls
+    defines a ``@tf.function``/``@jax.jit`` function or calls ``jax.jit(...)`` in its own
+    body, so every call of it makes (and traces) a new compiled function."""
+    done: set[int] = set()
+    for loop in _loops(ctx):
+        for call, fn in callees(ctx, list(loop.body)):
+            defs = [d for d in ast.walk(fn) if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and d is not fn and ctx.enclosing(d, (ast.FunctionDef,
+                                                          ast.AsyncFunctionDef)) is fn]
+            for n in defs + list(walk(fn.body)):
+                kind = ""
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+                    kind = next((ctx.compiler(d) for d in n.decorator_list if ctx.compiler(d)), "")
+                elif isinstance(n, ast.Call) and n.args and not isinstance(n.func, ast.Call):
+                    kind = ctx.compiler(n.func)
+                if not kind or id(n) in done or _memoised(ctx, fn):
+                    continue
+                done.add(id(n))
+                ctx.add("script.jit-in-loop", "warning", n,
+                        f"`{fn.name}` makes this {_KIND[kind]} function each time it is called, "
+                        f"and the loop at {ctx.line(loop.lineno)} calls it "
+                        f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)})",
+                        how=f"`{_KIND[kind]}`", ctor=_KIND[kind],
+                        reason="a compiled function is cached per function object: each call "
+                               f"of `{fn.name}` defines a new one, traced and compiled again")
+
+
+def _memoised(ctx: Context, fn: ast.AST) -> bool:
+    return any("cache" in ast.unparse(d) for d in getattr(fn, "decorator_list", []))
+
+
+def _host_made(ctx: Context, node: ast.AST) -> str:
+    """``torch.randn(...)`` without ``device=`` (made on the host), or a module's state
+    (``vae.bn.running_mean``): what ``node.to(device)`` copies on every call."""
+    if isinstance(node, ast.Call) and ctx.resolve(node.func).startswith("torch.") and (
+            last_name(node) in _FACTORIES) and not any(k.arg == "device" for k in node.keywords):
+        return f"`{ast.unparse(node)[:40]}` is made in host memory and then copied"
+    if isinstance(node, ast.Attribute) and node.attr in _STATE and isinstance(
+            node.value, ast.Attribute):
+        return (f"`{ast.unparse(node)}` is a module's state: copying it on every call means it "
+                "lives on another device (an offloaded module), a blocking transfer each step")
+    return ""
+
+
+def host_copies(ctx: Context) -> None:
+    """``script.per-step-copy`` for tensors made on the host (or held by an offloaded module)
+    and moved with ``.to(device)``/``.cuda()`` inside the loop or a function it runs."""
+    if not ctx.uses("torch"):
+        return
+    for loop in _loops(ctx):
+        roots = list(loop.body)
+        # (host-made tensors in the loop's own body are usually its input data: only those
+        # made inside the functions it runs -- model and helper code -- are flagged)
+        bodies = [(call, list(walk(fn.body, skip_in_step))) for call, fn in callees(ctx, roots)]
+        for via, nodes in bodies:
+            for n in nodes:
+                if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr in ("to", "cuda") and (n.args or n.func.attr == "cuda")):
+                    continue
+                why = _host_made(ctx, n.func.value)
+                if not why:
+                    continue
+                where = (f"run by the loop at {ctx.line(loop.lineno)} through "
+                         f"`{ast.unparse(via)[:40]}` ({ctx.line(via.lineno)})")
+                ctx.add("script.per-step-copy", "warning", n, where, data=ast.unparse(n.func.value),
+                        why=why + "; a host-to-device copy the device waits for, every step",
+                        fix="create it on the device (`torch.randn(..., device=device)`), or "
+                            "move the module state to the training device once, before the loop")
+                break  # one finding per function: its other copies are the same pitfall
+
+
+def unjitted_jax_callee(ctx: Context) -> None:
+    """``script.jax-host-op-in-loop`` for a function made of JAX ops, with no loop of its own,
+    called by name per iteration but never jitted while the file jits other functions: its
+    ops are dispatched one by one on every call (danielward27/flowjax#35)."""
+    if not ctx.uses("jax") or not ctx.compiled:
+        return
+    inside = {c.func.id for fn in ctx.funcs.values() if fn.name in ctx.compiled
+              for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    for loop in _loops(ctx):
+        for n in walk(list(loop.body)):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+                continue
+            fn = ctx.funcs.get(n.func.id)
+            if fn is None or fn.name in ctx.compiled or any(
+                    isinstance(x, LOOPS) for x in ast.walk(fn)) or any(
+                    ctx.compiler(d) for d in fn.decorator_list):
+                continue
+            ops = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and (
+                ctx.resolve(c.func).startswith("jax.") or isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("log_prob", "apply", "mean", "sum"))]
+            if len(ops) < 2:
+                continue
+            ctx.add("script.jax-host-op-in-loop", "warning", fn,
+                    f"`{fn.name}` is not jitted and the loop at {ctx.line(loop.lineno)} calls "
+                    f"it ({ctx.line(n.lineno)})" + (f"; only its use inside `{sorted(inside)[0]}`"
+                                                   " is compiled" if fn.name in inside else ""),
+                    why="outside `jax.jit` each of its ops is dispatched on its own, on every call",
+                    fix=f"decorate `{fn.name}` with `@jax.jit` (or `eqx.filter_jit`)",
+                    op=fn.name)
+
+
+@rule("script.compile-time-at-wrap",
+      "the `torch.compile(...)` call is timed as the compile time",
+      "`torch.compile` only wraps the function: it returns at once, and tracing and compiling "
+      "happen at the first call, so this clock reads near zero and the real compile time "
+      "lands in the first (warm-up) call",
+      "time the first call (with a sync) as the compile time, and time later calls apart")
+def compile_time_at_wrap(ctx: Context) -> None:
+    for stmts in blocks(ctx.tree):
+        clocks = [i for i, s in enumerate(stmts) if not hasattr(s, "body") and any(
+            isinstance(n, ast.Call) and ctx.resolve(n.func) in CLOCKS for n in ast.walk(s))]
+        for a, b in zip(clocks, clocks[1:], strict=False):
+            start = stmts[a]
+            names = {t.id for t in getattr(start, "targets", []) if isinstance(t, ast.Name)}
+            if not names or not any(isinstance(x, ast.Name) and x.id in names
+                                    for x in ast.walk(stmts[b])):
+                continue  # not `t0 = clock()` ... `clock() - t0`: a reading, then a new start
+            region = stmts[a + 1:b]
+            if region and all(isinstance(s, ast.Assign | ast.Expr) and isinstance(
+                    s.value, ast.Call) and ctx.compiler(s.value.func) == "torch"
+                    for s in region):
+                for s in region:
+                    ctx.add("script.compile-time-at-wrap", "warning", s,
+                            f"only `torch.compile(...)` runs between {ctx.line(stmts[a].lineno)}"
+                            f" and {ctx.line(stmts[b].lineno)}")
+
+
+@rule("script.jax-batch-on-host",
+      "batches imported with `from_dlpack` stay on the host",
+      "`jnp.from_dlpack` of a host (NumPy / CPU) buffer gives an array committed to the CPU, "
+      "and `jax.jit` runs where its committed inputs are: every step then runs on the CPU "
+      "although a GPU is there",
+      "place the batch on the accelerator: `jax.device_put(array, jax.devices()[0])` (or "
+      "`jax.device_put(batch)`), and check `x.devices()`")
+def jax_batch_on_host(ctx: Context) -> None:
+    if not ctx.uses("jax") or not ctx.compiled:
+        return
+    for c in ctx.calls():
+        if ctx.resolve(c.func) in ("jax.numpy.from_dlpack", "jax.dlpack.from_dlpack") and (
+                ctx.enclosing(c, (ast.FunctionDef, ast.Lambda, ast.ListComp, ast.DictComp))
+                is not None or ctx.enclosing(c, LOOPS) is not None):
+            ctx.add("script.jax-batch-on-host", "warning", c,
+                    "the result feeds the step without a `jax.device_put`")
+
+
+def cuda_amp_without_cuda(ctx: Context) -> None:
+    """``script.cuda-only-call``: ``torch.autocast("cuda")`` / ``GradScaler("cuda")`` in a
+    script whose device is chosen among MPS and the CPU only: on those devices both are
+    silent no-ops, so mixed precision and loss scaling are off (Stability-AI/stable-audio-3#68)."""
+    choices = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.IfExp) and "mps" in (
+        ast.unparse(n).lower())]
+    if not choices or any("cuda" in ast.unparse(n).lower() for n in choices):
+        return
+    for c in ctx.calls():
+        q = ctx.resolve(c.func)
+        if not (q.startswith(("torch.autocast", "torch.amp.", "torch.cuda.amp.")) and last_name(
+                c) in ("autocast", "GradScaler")):
+            continue
+        dev = c.args[0] if c.args else next((k.value for k in c.keywords
+                                             if k.arg == "device_type"), None)
+        if q.startswith("torch.cuda.amp.") or isinstance(dev, ast.Constant) and dev.value == "cuda":
+            ctx.add("script.cuda-only-call", "warning", c,
+                    f"the device is chosen by `{ast.unparse(choices[0])[:50]}`: never CUDA",
+                    call=q, backend="CUDA", kind="mps",
+                    reason="for CUDA, on a script that runs on MPS or the CPU, it does nothing: "
+                           "mixed precision and loss scaling are silently off")
