@@ -15,7 +15,7 @@ from devicebench.script_check.ast_tools import (
     walk,
 )
 from devicebench.script_check.context import Context, rule
-from devicebench.script_check.reach_rules import cuda_amp_without_cuda
+from devicebench.script_check.reach_rules import cuda_amp_without_cuda, fsdp2_accumulation
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
              "torch.cpu.amp.autocast")
@@ -184,6 +184,7 @@ def _steps_every_k(loop: ast.AST) -> ast.If | None:
       "entered before the forward: DDP decides at the forward); `accelerate`'s "
       "`accumulate()` does this for you")
 def ddp_no_sync(ctx: Context) -> None:
+    fsdp2_accumulation(ctx)
     uses_no_sync = any(isinstance(n, ast.Attribute) and n.attr == "no_sync"
                        for n in ast.walk(ctx.tree))
     if not (ctx.uses("torch") or ctx.uses("accelerate") or uses_no_sync):
@@ -291,6 +292,16 @@ def model_not_on_device(ctx: Context) -> None:
                     uses=f"`{uses}`", model=sorted(names)[0])
 
 
+def _names_cuda(test: ast.AST) -> bool:
+    """``"cuda" in device`` / ``device.startswith("cuda")``: a string test on the device name
+    that sends every other device, ``mps`` included, to the other branch."""
+    return any(isinstance(c, ast.Compare) and isinstance(c.left, ast.Constant)
+               and c.left.value == "cuda" and isinstance(c.ops[0], ast.In) for c in ast.walk(test)
+               ) or any(isinstance(c, ast.Call) and last_name(c) == "startswith" and c.args
+                        and isinstance(c.args[0], ast.Constant) and c.args[0].value == "cuda"
+                        for c in ast.walk(test))
+
+
 @rule("script.device-choice-no-mps",
       "the device is chosen between CUDA and the CPU only",
       "on an Apple-silicon Mac `torch.cuda.is_available()` is False, so this picks the CPU "
@@ -306,7 +317,8 @@ def device_choice_no_mps(ctx: Context) -> None:
         test = n.test if isinstance(n, ast.IfExp | ast.If) else None
         if test is None or "cuda.is_available" not in ast.unparse(test) and not (
                 isinstance(test, ast.Name) and any("cuda.is_available" in ast.unparse(v)
-                                                   for v in ctx.assigns.get(test.id, []))):
+                                                   for v in ctx.assigns.get(test.id, []))
+        ) and not _names_cuda(test):
             continue
         if isinstance(n, ast.IfExp) and "cpu" in ast.unparse(n.orelse):
             where: ast.AST | None = n

@@ -191,3 +191,47 @@ def cuda_amp_without_cuda(ctx: Context) -> None:
                     call=q, backend="CUDA", kind="mps",
                     reason="for CUDA, on a script that runs on MPS or the CPU, it does nothing: "
                            "mixed precision and loss scaling are silently off")
+
+
+_FSDP2_DEFER = ("set_requires_gradient_sync", "set_requires_all_reduce", "set_is_last_backward",
+                "no_sync")
+
+
+def fsdp2_accumulation(ctx: Context) -> None:
+    """``script.ddp-no-sync`` for FSDP2: a model sharded with ``fully_shard`` accumulates
+    gradients (the optimizer steps only on some micro-steps), but nothing defers FSDP's
+    reduction (``set_requires_gradient_sync(False)``); a sync helper that only handles
+    ``DistributedDataParallel`` does nothing to it (NVIDIA/cosmos-framework#161)."""
+    if not any(last_name(c) == "fully_shard" for c in ctx.calls()):
+        return
+    defers = {c.func.attr for c in ctx.calls() if isinstance(c.func, ast.Attribute)
+              and c.func.attr in _FSDP2_DEFER}
+    helpers = {name for name, fn in ctx.funcs.items() if any(
+        isinstance(c, ast.Call) and last_name(c) == "isinstance" and len(c.args) == 2
+        and "fsdp" not in ast.unparse(c.args[1]).lower() for c in ast.walk(fn))}
+    for loop in _loops(ctx):
+        backward = next((n for n in walk(list(loop.body)) if isinstance(n, ast.Call)
+                         and last_name(n) == "backward"), None)
+        steps = [n for n in walk(list(loop.body)) if isinstance(n, ast.Call)
+                 and last_name(n) == "step" and isinstance(n.func, ast.Attribute) and not n.args]
+        if backward is None or not steps or not all(
+                ctx.enclosing(st, (ast.If,)) is not None for st in steps):
+            continue  # no accumulation: every micro-step is an optimizer step
+        with_ = ctx.enclosing(backward, (ast.With,))
+        helper = next((i.context_expr for i in getattr(with_, "items", []) if isinstance(
+            i.context_expr, ast.Call) and last_name(i.context_expr) in helpers), None)
+        if defers - {"no_sync"} and helper is None:
+            continue
+        where = with_ if helper is not None else backward
+        ctx.add("script.ddp-no-sync", "warning", where,
+                f"the model is sharded with `fully_shard` (FSDP2) and the loop at "
+                f"{ctx.line(loop.lineno)} steps the optimizer only on some micro-steps"
+                + (f"; `{last_name(helper)}` only handles the types its `isinstance` test names"
+                   if helper is not None else ""),
+                reason="FSDP2 reduce-scatters (and all-reduces across replicas) the gradients "
+                       "in every backward unless told not to: each accumulation micro-step "
+                       "pays the full gradient reduction",
+                fix="on the micro-steps before the boundary call "
+                    "`model.set_requires_gradient_sync(False)` (and "
+                    "`set_requires_all_reduce(False)` with HSDP); set it back to True on the "
+                    "last one")

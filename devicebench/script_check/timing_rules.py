@@ -79,6 +79,13 @@ def _clock_helpers(ctx: Context) -> set[str]:
         for r in walk(fn.body))}
 
 
+def _syncing_helper(ctx: Context, stmt: ast.stmt) -> bool:
+    helpers = _clock_helpers(ctx)
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in helpers
+               and ctx.search(ctx.funcs[n.func.id].body, ctx.is_sync) is not None
+               for n in ast.walk(stmt))
+
+
 def _event_names(ctx: Context) -> set[str]:
     return {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
             and ctx.resolve(v.func) in ("torch.cuda.Event", "torch.mps.Event")}
@@ -111,6 +118,9 @@ def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
             isinstance(n.func, ast.Name) and n.func.id in ctx.models
             or not ctx.resolve(n.func).startswith(("torch.", "tensorflow.", "jax."))
             and is_device_work(ctx, n))), None)
+        if op is None and _syncing_helper(ctx, stmts[b]):
+            # the clock helper syncs (only sometimes): it declares the region device work
+            op = next((n for n in walk(region) if isinstance(n, ast.Call)), None)
         if op is not None:
             _timing(ctx, op, op, f"timed {between}; the call returns once the work is "
                     "queued, not when the device has finished it")
