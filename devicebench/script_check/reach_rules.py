@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import LOOPS, blocks, last_name, skip_in_step, walk
+from devicebench.script_check.ast_tools import (
+    LOOPS,
+    blocks,
+    keras_rel,
+    last_name,
+    skip_in_step,
+    target_names,
+    walk,
+)
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.timing_rules import CLOCKS
@@ -235,3 +243,28 @@ def fsdp2_accumulation(ctx: Context) -> None:
                     "`model.set_requires_gradient_sync(False)` (and "
                     "`set_requires_all_reduce(False)` with HSDP); set it back to True on the "
                     "last one")
+
+
+@rule("script.model-built-in-loop",
+      "a Keras model built anew on every iteration, then used with `{method}`",
+      "each new model makes new `tf.function`s for `fit`/`predict`/`evaluate`, so every "
+      "iteration traces them again (TensorFlow's \"triggered tf.function retracing\" "
+      "warning, cause (1): creating functions repeatedly in a loop)",
+      "build the model once before the loop and reset its weights each time "
+      "(`model.set_weights(initial_weights)`), or call it directly (`model(x, "
+      "training=False)`) for a small input")
+def model_built_in_loop(ctx: Context) -> None:
+    if not (ctx.uses("tensorflow") or ctx.uses("keras")):
+        return
+    for loop in _loops(ctx):
+        built = {name for s in walk(list(loop.body)) if isinstance(s, ast.Assign)
+                 and isinstance(s.value, ast.Call) and (keras_rel(ctx.resolve(
+                     s.value.func)) or "").startswith(("Sequential", "Model", "models."))
+                 for t in s.targets for name in target_names(t)}
+        uses = [c for c in walk(list(loop.body)) if isinstance(c, ast.Call) and isinstance(
+            c.func, ast.Attribute) and c.func.attr in ("predict", "evaluate")
+                and isinstance(c.func.value, ast.Name) and c.func.value.id in built]
+        for c in uses[:1]:
+            ctx.add("script.model-built-in-loop", "warning", c,
+                    f"`{c.func.value.id}` is built inside the loop at "  # type: ignore[attr-defined]
+                    f"{ctx.line(loop.lineno)}", method=f".{c.func.attr}()")  # type: ignore[attr-defined]

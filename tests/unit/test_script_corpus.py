@@ -48,7 +48,7 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # rules were frozen (commit 499f301); measured once then: 7/16 with 4 false alarms (the
 # rules before this round, commit 424ae7b, give it 5/16 with 2) -- the
 # untouched figure. Its floor below is that measurement; no rule was changed after it.
-MEASURED = {"dev": (19, 1), "heldout": (26, 2), "fresh": (14, 0), "new_dev": (14, 1),
+MEASURED = {"dev": (20, 1), "heldout": (26, 2), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0)}
 
 

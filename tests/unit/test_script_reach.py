@@ -193,3 +193,17 @@ def test_unjitted_jax_loss_called_per_batch() -> None:
     assert ids_at(source, "script.jax-host-op-in-loop") == [3]
     jitted = source.replace("        def loss(", "        @jax.jit\n        def loss(")
     assert ids_at(jitted, "script.jax-host-op-in-loop") == []
+
+
+def test_keras_model_built_in_the_loop_then_predicting() -> None:
+    source = """\
+        import tensorflow as tf
+        for trial in range(6):
+            model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+            model.compile(loss="mse", optimizer="adam")
+            model.fit(X, y, epochs=10, verbose=0)
+            print(model.predict(X))
+    """
+    assert ids_at(source, "script.model-built-in-loop") == [6]
+    once = source.replace("        for trial in range(6):\n", "        if True:\n")
+    assert ids_at(once, "script.model-built-in-loop") == []
