@@ -48,8 +48,19 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # rules were frozen (commit 499f301); measured once then: 7/16 with 4 false alarms (the
 # rules before this round, commit 424ae7b, give it 5/16 with 2) -- the
 # untouched figure. Its floor below is that measurement; no rule was changed after it.
+# Third round (this file's judge and corpus_round2): one line convention for every set,
+# stated in tests/unit/script_corpus_judge.py (the statement of the costly call; a function
+# to compile: its def; judged by statement). Under it the eager-step marks of tf_35928,
+# tfdocs_871, tf_48844, margarine_20 and syngen_566 moved from the `with GradientTape` line
+# to the def, and jax_1797's from its loop header to the timed call; real/'s three
+# loop-header timing marks likewise. Before this round's rules (1108e9e, old judge): dev 17/20
+# + 2 alarms, heldout 26/27 + 3, fresh 12/17 + 2, new_dev 13/14 + 2, new_heldout 7/16 + 4,
+# round2_dev 3/15 + 0. new_heldout is dev material now (its misses were read and generalised).
+# Rules then written against every set but round2_heldout, frozen at 05d7754; round2_heldout
+# (never checked before) measured once there: 8/16 with 2 false alarms -- the untouched
+# figure, and its floor below; no rule was changed after it.
 MEASURED = {"dev": (20, 1), "heldout": (26, 2), "fresh": (14, 0), "new_dev": (14, 1),
-            "new_heldout": (14, 1), "round2_dev": (15, 0)}
+            "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (8, 2)}
 
 
 def _header(path: Path) -> str:
@@ -138,7 +149,7 @@ def test_split_is_by_url_hash() -> None:
 
 
 @pytest.mark.parametrize("half", ["dev", "heldout", "fresh", "new_dev", "new_heldout",
-                                  "round2_dev"])
+                                  "round2_dev", "round2_heldout"])
 def test_corpus_half(half: str) -> None:
     """Recall at the right line and false alarms on one half; printed with -s."""
     total, found, missed, alarms = measure(half)
@@ -146,8 +157,11 @@ def test_corpus_half(half: str) -> None:
     label = {"heldout": "heldout (seen since; untouched it was 11/27)",
              "fresh": "fresh (seen since; untouched it was 4/17 with 1 false alarm)",
              "new_dev": "new_dev (rules written against it; 2/14 with 3 before)",
-             "new_heldout": "new_heldout (UNTOUCHED: measured once, after the rules were "
-                            "frozen)"}.get(half, half)
+             "new_heldout": "new_heldout (seen since; untouched it was 7/16 with 4 false "
+                            "alarms)",
+             "round2_dev": "round2_dev (rules written against it; 3/15 before)",
+             "round2_heldout": "round2_heldout (UNTOUCHED: measured once, with the rules "
+                               "frozen at 05d7754)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")
