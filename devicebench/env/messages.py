@@ -81,6 +81,8 @@ _JAX_PLUGIN = re.compile(
     r"installed jaxlib version ([\w.+]+)")
 _PJRT = re.compile(r"Mismatched PJRT plugin PJRT API version \(([\d.]+)\) and framework PJRT "
                    r"API version ([\d.]+)")
+# jax/_src/xla_bridge.py: "Unable to initialize backend '%s': %s"
+_BACKEND = re.compile(r"Unable to initialize backend '(\w+)'")
 # torch/cuda/__init__.py _check_capability: "%s with CUDA capability sm_%d%d is not compatible
 # with the current PyTorch installation. The current PyTorch install supports CUDA
 # capabilities %s."
@@ -131,6 +133,8 @@ def reported_facts(text: str) -> dict[str, Any]:
         facts["plugin_mismatch"] = {"plugin": m[1], "version": m[2], "jaxlib": m[3]}
     if m := _PJRT.search(text):
         facts["pjrt_mismatch"] = {"plugin_api": m[1], "framework_api": m[2]}
+        if b := _BACKEND.search(text):
+            facts["pjrt_mismatch"]["backend"] = b[1]
     if m := _TORCH_ARCH.search(text):
         facts["arch_unsupported"] = {"gpu": m[1].strip().splitlines()[-1].strip(),
                                      "arch": m[2], "supported": m[3].split()}

@@ -18,6 +18,7 @@ from devicebench.env.checks._util import (
     matches,
     tf_version,
 )
+from devicebench.env.checks.installs import jax_plugin_for, plugin_release_known
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -58,17 +59,33 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             fix=stack["fix"].format(pins=pins), source=stack["source"]))
     for name, probe in snap.frameworks.items():
         rep = probe.reported
-        if not out and ("plugin_mismatch" in rep or "pjrt_mismatch" in rep):
-            said = rep.get("plugin_mismatch") or rep.get("pjrt_mismatch")
-            jl = _base(snap.version_of("jaxlib"))
-            out.append(Finding(
-                "stack.release-skew", "error",
-                f"{DISPLAY.get(name, name)}'s CUDA plugin is not of the jaxlib release",
-                observed=f"{DISPLAY.get(name, name)} said: {said}",
-                why="JAX skips (or crashes on) a plugin built for another jaxlib.",
-                fix=f"pip install 'jax-cuda12-plugin=={jl}' 'jax-cuda12-pjrt=={jl}'"
-                    if jl else "pip install -U 'jax[cuda12]'",
-                source=kb["stacks"][0]["source"]))
+        if out or not ("plugin_mismatch" in rep or "pjrt_mismatch" in rep):
+            continue
+        said = rep.get("plugin_mismatch") or rep.get("pjrt_mismatch")
+        backend = said.get("backend", "") or "cuda"
+        plugin = jax_plugin_for(snap, kb, backend)
+        jl = _base(snap.version_of("jaxlib"))
+        if plugin is not None and not plugin.get("lockstep"):
+            if plugin_release_known(snap, plugin):
+                continue  # check_jax_plugin_release pins the jax/jaxlib it works with
+            dist = plugin["dist"]
+            fix = (f"pip install the jax/jaxlib release {dist} "
+                   f"{snap.version_of(dist)} lists ({plugin['source']}), "
+                   f"or pip uninstall {dist} to run JAX on the CPU")
+        elif plugin is None and backend.lower() != "cuda":
+            dist = f"the '{backend}' plugin"
+            fix = (f"install the jax/jaxlib release the '{backend}' plugin was built for, or "
+                   "uninstall the plugin (JAX_PLATFORMS=cpu skips it)")
+        else:
+            dist = plugin["dist"] if plugin else "jax-cuda12-plugin"
+            fix = (f"pip install '{dist}=={jl}' '{dist.replace('-plugin', '-pjrt')}=={jl}'"
+                   if jl else "pip install -U 'jax[cuda12]'")
+        out.append(Finding(
+            "stack.release-skew", "error",
+            f"{DISPLAY.get(name, name)}'s plugin {dist} is not of the jaxlib release",
+            observed=f"{DISPLAY.get(name, name)} said: {said}",
+            why="JAX skips (or crashes on) a plugin built for another jaxlib.",
+            fix=fix, source=(plugin or kb["stacks"][0])["source"]))
     return out
 
 
@@ -189,7 +206,16 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         return []
     rule = next((r for r in kb["rocm_overrides"] if gfx.startswith(r["family"])), None)
     if rule is None:
-        return []
+        src = kb["rocm_from_source"]
+        return [Finding(
+            "rocm.gfx-not-in-build", "error",
+            f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx}), and no supported "
+            "target to pose as",
+            observed=f"GPU {gfx}; torch {probe.version} carries {' '.join(arch) or '?'}"
+                     + ("; first op: HIP error: invalid device function" if failed else ""),
+            why=f"No {gfx[:6]}x target is in PyTorch's ROCm wheels, so HSA_OVERRIDE_GFX_VERSION "
+                "has no sibling to name; every GPU op fails with 'invalid device function'.",
+            fix=src["fix"].format(gfx=gfx), source=src["source"])]
     return [Finding(
         "rocm.gfx-not-in-build", "error",
         f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx})",
