@@ -596,7 +596,8 @@ def test_probe_ok_or_skipped_is_not_a_failure(status: str) -> None:
 def test_no_framework_installed() -> None:
     f = only(run_checks(linux({"numpy": "2.1.3"})), "frameworks.none")
     assert f.severity == "warning" and "devicebench[tensorflow]" in f.fix
-    assert "tensorflow,metal" in only(run_checks(mac()), "frameworks.none").fix
+    mac_fix = only(run_checks(mac()), "frameworks.none").fix  # the pair, for this Python
+    assert "tensorflow-metal==1.2.0" in mac_fix and "tensorflow>=2.18" in mac_fix
     assert "frameworks.none" not in ids(run_checks(linux({"torch": "2.6.0"})))
 
 

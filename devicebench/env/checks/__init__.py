@@ -45,6 +45,7 @@ from devicebench.env.checks.installs import (
     check_gpu_min_compute,
     check_jax_plugin_release,
     check_ld_path_shadow_risk,
+    check_loader_needs,
     check_windows_dll_load,
     check_wsl_libcuda,
 )
@@ -56,6 +57,7 @@ from devicebench.env.checks.reported import (
 )
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
+    check_jax_jaxlib,
     check_keras2_addons,
     check_mask_set_too_late,
     check_python_supported,
@@ -80,6 +82,7 @@ CHECKS: list[Check] = [
     check_cuda_driver,
     check_nvidia_smi_failed,
     check_stack_skew,
+    check_jax_jaxlib,
     check_jax_plugin_release,
     check_requires,
     check_windows_dll_load,
@@ -88,6 +91,7 @@ CHECKS: list[Check] = [
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
     check_wheel_libs_not_on_path,
+    check_loader_needs,
     check_gpu_arch_in_build,
     check_gpu_min_compute,
     check_rocm_arch,

@@ -233,3 +233,52 @@ def check_gpu_min_compute(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                     if name == "jax" else f"use a GPU of compute capability >= {minimum}",
                 source=kb["gpu_min_compute"][f"{name}_source"]))
     return out
+
+
+def check_loader_needs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A component that loads CUDA libraries by name from the loader's path (CTranslate2, cuDNN
+    8's libcudnn_cnn_infer needing the unversioned libcuda.so on WSL2) where the loader does
+    not find them, though a copy may sit elsewhere in the environment."""
+    if snap.host.os != "Linux":
+        return []
+    copies = {**snap.env_cuda_libs, **snap.wheel_cuda_libs}
+    out = []
+    for entry in kb.get("loader_needs", []):
+        if entry.get("wsl") and not snap.host.wsl:
+            continue
+        if "dist" in entry:
+            v = snap.version_of(entry["dist"])
+            if not v or not matches(v, entry["when"]):
+                continue
+            who = f"{entry['dist']} {v}"
+        elif entry["lib"] in copies or snap.loader_finds(entry["lib"]):
+            who = entry["lib"]
+        else:
+            continue
+        lost = [so for so in entry["needs"] if not snap.loader_finds(so)]
+        if not lost:
+            continue
+        found = {so: copies[so] for so in lost if so in copies}
+        dirs = sorted({os.path.dirname(p) for p in found.values()}
+                      | ({entry["where"]} if entry.get("where") else set()))
+        missing = [so for so in lost if so not in found and not entry.get("where")]
+        fix = ("export LD_LIBRARY_PATH=" + ":".join(dirs) + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+               "  # before starting Python" if dirs else "")
+        if missing and entry.get("install"):
+            fix = (fix + "; and: " if fix else "") + entry["install"] + \
+                "  # then add their nvidia/*/lib directories to LD_LIBRARY_PATH"
+        out.append(Finding(
+            "cuda.loader-cannot-find", "warning",
+            f"{who} loads {', '.join(lost)} by name, and the loader does not find "
+            + ("them" if len(lost) > 1 else "it"),
+            observed="; ".join(f"{so}: " + (f"a copy at {found[so]}, not on the loader's path"
+                                           if so in found else
+                                           (f"in {entry['where']}, not on the loader's path"
+                                            if entry.get("where") else "not installed"))
+                               for so in lost),
+            why="It dlopens the library by its name, so only ldconfig's cache and "
+                "LD_LIBRARY_PATH count, not copies inside other wheels; the first GPU op that "
+                "needs it fails ('Could not load library ...' / 'cannot open shared object "
+                "file').",
+            fix=fix, source=entry["source"]))
+    return out
