@@ -86,6 +86,10 @@ def test_addon_needing_keras2_internals_is_told_to_pin_or_upgrade() -> None:
     fixed = findings(distributions={"tensorflow": "2.16.1", "keras": "3.1.1",
                                     "mediapipe-model-maker": "0.2.1.4"})
     assert "keras.keras2-addon-on-keras3" not in fixed
+    legacy = findings(distributions={"tensorflow": "2.16.1", "keras": "3.1.1", "tf-keras": "2.16.0",
+                                     "mediapipe-model-maker": "0.2.1.3"},
+                      env_vars={"TF_USE_LEGACY_KERAS": "1"})  # does not reach `import keras`
+    assert "keras.keras2-addon-on-keras3" in legacy
 
 
 def test_cudnn_fix_names_the_wheel_of_the_builds_cuda_major() -> None:

@@ -157,13 +157,18 @@ def check_requires(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 def check_keras2_addons(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """An add-on that builds Keras 2 objects where tf.keras is Keras 3."""
     tf_v = tf_version(snap, kb)
-    if not tf_v or not at_least(tf_v, kb["tensorflow"]["keras3_from"]) or legacy_keras_on(snap, kb):
+    if not tf_v or not at_least(tf_v, kb["tensorflow"]["keras3_from"]):
         return []
+    legacy = legacy_keras_on(snap, kb)  # helps add-ons using tf.keras, not Keras 2 internals
     tfk = snap.has("tf-keras")
     mm = ".".join(map(str, major_minor(tf_v)))
     out = []
     for addon in kb["keras2_addons"]:
         if not snap.has(addon["dist"]) or (addon["needs"] == "tf-keras" and tfk):
+            continue
+        if (legacy and addon["needs"] != "keras2") or (
+                addon["needs"] == "keras2" and snap.has("keras")
+                and not at_least(snap.version_of("keras"), "3")):
             continue
         if addon.get("fixed_in") and at_least(snap.version_of(addon["dist"]), addon["fixed_in"]):
             continue
