@@ -81,6 +81,8 @@ _JAX_PLUGIN = re.compile(
     r"installed jaxlib version ([\w.+]+)")
 _PJRT = re.compile(r"Mismatched PJRT plugin PJRT API version \(([\d.]+)\) and framework PJRT "
                    r"API version ([\d.]+)")
+# jax/_src/xla_bridge.py: "Unable to initialize backend '%s': %s"
+_BACKEND = re.compile(r"Unable to initialize backend '(\w+)'")
 # torch/cuda/__init__.py _check_capability: "%s with CUDA capability sm_%d%d is not compatible
 # with the current PyTorch installation. The current PyTorch install supports CUDA
 # capabilities %s."
@@ -95,6 +97,16 @@ _NUMPY_ABI = re.compile(r"compiled using NumPy 1\.x cannot be run in\s+NumPy ([\
 _LIBDEVICE = re.compile(r"libdevice not found|Can't find libdevice directory|"
                         r"libdevice is required by this HLO module")
 _DLOPEN = re.compile(r"Could not load dynamic library '([^']+)'")
+# The dynamic loader (an ImportError from a framework's extension module): "libcudnn.so.9:
+# cannot open shared object file: No such file or directory".
+_LD_MISSING = re.compile(r"(lib[\w.+-]+\.so[.\d]*): cannot open shared object file")
+# jax/_src/lib/__init__.py check_jaxlib_version: "jaxlib is version %s, but this version of jax
+# requires version >= %s." and "jaxlib version %s is newer than and incompatible with jax
+# version %s. Please update your jax and/or jaxlib packages."
+_JAXLIB_OLD = re.compile(r"jaxlib is version ([\w.+]*\w), but this version of jax requires "
+                         r"version >= (\d+(?:\.\d+)*)")
+_JAXLIB_NEW = re.compile(r"jaxlib version ([\w.+]*\w) is newer than and incompatible with jax "
+                         r"version (\d+(?:\.\d+)*)")
 _UNDEFINED = re.compile(r"(\S+\.so[.\d]*): undefined symbol: (\w+)(?:, version (\S+))?")
 _NO_KERNEL = re.compile(r"no kernel image is available|HIP error: invalid device function")
 # torch/__init__.py (_load_dll_libraries, Windows): err.strerror += f' Error loading "{dll}" or
@@ -109,7 +121,8 @@ def reported_facts(text: str) -> dict[str, Any]:
     Keys (present only when stated): ``cudnn_loaded``/``cudnn_built`` (dotted versions),
     ``cudnn_min``, ``plugin_mismatch`` ({plugin, version, jaxlib}), ``pjrt_mismatch``,
     ``arch_unsupported`` ({gpu, arch, supported}), ``driver_cuda_found`` ("11.6"),
-    ``numpy_abi`` (the NumPy 2 version), ``libdevice_missing``, ``dlopen_failed`` (sonames),
+    ``numpy_abi`` (the NumPy 2 version), ``libdevice_missing``, ``dlopen_failed`` (sonames
+    TensorFlow or the dynamic loader could not open), ``jaxlib_skew`` (jax's own check),
     ``undefined_symbol`` ({library, symbol, version}), ``no_kernel_image``,
     ``dll_load_failed`` ({dll, code}: a Windows DLL that failed to load).
 
@@ -131,6 +144,8 @@ def reported_facts(text: str) -> dict[str, Any]:
         facts["plugin_mismatch"] = {"plugin": m[1], "version": m[2], "jaxlib": m[3]}
     if m := _PJRT.search(text):
         facts["pjrt_mismatch"] = {"plugin_api": m[1], "framework_api": m[2]}
+        if b := _BACKEND.search(text):
+            facts["pjrt_mismatch"]["backend"] = b[1]
     if m := _TORCH_ARCH.search(text):
         facts["arch_unsupported"] = {"gpu": m[1].strip().splitlines()[-1].strip(),
                                      "arch": m[2], "supported": m[3].split()}
@@ -141,7 +156,11 @@ def reported_facts(text: str) -> dict[str, Any]:
         facts["numpy_abi"] = m[1]
     if _LIBDEVICE.search(text):
         facts["libdevice_missing"] = True
-    if failed := sorted(set(_DLOPEN.findall(text))):
+    if m := _JAXLIB_OLD.search(text):
+        facts["jaxlib_skew"] = {"jaxlib": m[1], "jax_needs": m[2]}
+    elif m := _JAXLIB_NEW.search(text):
+        facts["jaxlib_skew"] = {"jaxlib": m[1], "jax": m[2]}
+    if failed := sorted(set(_DLOPEN.findall(text)) | set(_LD_MISSING.findall(text))):
         facts["dlopen_failed"] = failed
     if m := _UNDEFINED.search(text):
         facts["undefined_symbol"] = {"library": m[1], "symbol": m[2], "version": m[3] or ""}

@@ -440,9 +440,22 @@ def test_mac_tf_without_metal_plugin(tf_v: str, python: str, expected_fix: str) 
 
 
 def test_mac_torch_without_mps() -> None:
-    snap = mac({"torch": "2.6.0"}, frameworks={"torch": probe("torch", "2.6.0")}, macos="12.1")
+    snap = mac({"torch": "2.4.1"}, frameworks={"torch": probe("torch", "2.4.1")}, macos="12.1")
     f = only(run_checks(snap), "gpu.not-seen")
     assert f.severity == "warning" and "12.3" in f.why
+
+
+@pytest.mark.parametrize(("torch_v", "macos", "needs", "older"), [
+    ("2.6.0", "12.7.6", "13.0", "torch<2.5"),   # pytorch#139425: 2.5+ needs macOS 13
+    ("2.10.0.dev20251008", "13.7.4", "14.0", "torch<2.10"),  # pytorch#164943
+])
+def test_mps_macos_minimum_is_per_torch_release(torch_v: str, macos: str, needs: str,
+                                                older: str) -> None:
+    snap = mac({"torch": torch_v}, frameworks={"torch": probe("torch", torch_v)}, macos=macos)
+    f = only(run_checks(snap), "gpu.not-seen")
+    assert f"needs macOS {needs}+ (this is macOS {macos})" in f.why and older in f.fix
+    ok = mac({"torch": torch_v}, frameworks={"torch": probe("torch", torch_v)}, macos="15.1")
+    assert "needs macOS" not in only(run_checks(ok), "gpu.not-seen").why
 
 
 # -- CUDA build vs driver -------------------------------------------------------------------
@@ -583,7 +596,8 @@ def test_probe_ok_or_skipped_is_not_a_failure(status: str) -> None:
 def test_no_framework_installed() -> None:
     f = only(run_checks(linux({"numpy": "2.1.3"})), "frameworks.none")
     assert f.severity == "warning" and "devicebench[tensorflow]" in f.fix
-    assert "tensorflow,metal" in only(run_checks(mac()), "frameworks.none").fix
+    mac_fix = only(run_checks(mac()), "frameworks.none").fix  # the pair, for this Python
+    assert "tensorflow-metal==1.2.0" in mac_fix and "tensorflow>=2.18" in mac_fix
     assert "frameworks.none" not in ids(run_checks(linux({"torch": "2.6.0"})))
 
 
@@ -700,11 +714,11 @@ def test_old_snapshots_with_macos_in_os_version_are_migrated() -> None:
 
 
 def test_torch_mps_macos_check_uses_the_version() -> None:
-    torch_only = {"torch": "2.6.0"}
-    old = mac(torch_only, frameworks={"torch": probe("torch", "2.6.0")}, macos="12.2")
-    assert "MPS needs macOS 12.3" in only(run_checks(old), "gpu.not-seen").why
-    new = mac(torch_only, frameworks={"torch": probe("torch", "2.6.0")}, macos="14.5")
-    assert "MPS needs" not in only(run_checks(new), "gpu.not-seen").why
+    torch_only = {"torch": "2.4.0"}
+    old = mac(torch_only, frameworks={"torch": probe("torch", "2.4.0")}, macos="12.2")
+    assert "MPS backend needs macOS 12.3" in only(run_checks(old), "gpu.not-seen").why
+    new = mac(torch_only, frameworks={"torch": probe("torch", "2.4.0")}, macos="14.5")
+    assert "needs macOS" not in only(run_checks(new), "gpu.not-seen").why
 
 
 def test_metal_plugin_built_for_newer_macos_is_os_too_old() -> None:

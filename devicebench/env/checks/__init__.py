@@ -18,7 +18,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from devicebench.env.checks._util import fit_fix_to_platform
+from devicebench.env.checks._util import fit_fix_to_platform, platform_conflict
 from devicebench.env.checks.apple import (
     check_metal_compat,
     check_rosetta,
@@ -43,8 +43,9 @@ from devicebench.env.checks.gpu import (
 from devicebench.env.checks.host import check_blas
 from devicebench.env.checks.installs import (
     check_gpu_min_compute,
-    check_jax_metal_release,
+    check_jax_plugin_release,
     check_ld_path_shadow_risk,
+    check_loader_needs,
     check_windows_dll_load,
     check_wsl_libcuda,
 )
@@ -56,6 +57,7 @@ from devicebench.env.checks.reported import (
 )
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
+    check_jax_jaxlib,
     check_keras2_addons,
     check_mask_set_too_late,
     check_python_supported,
@@ -80,7 +82,8 @@ CHECKS: list[Check] = [
     check_cuda_driver,
     check_nvidia_smi_failed,
     check_stack_skew,
-    check_jax_metal_release,
+    check_jax_jaxlib,
+    check_jax_plugin_release,
     check_requires,
     check_windows_dll_load,
     check_wsl_libcuda,
@@ -88,6 +91,7 @@ CHECKS: list[Check] = [
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
     check_wheel_libs_not_on_path,
+    check_loader_needs,
     check_gpu_arch_in_build,
     check_gpu_min_compute,
     check_rocm_arch,
@@ -107,6 +111,17 @@ CHECKS: list[Check] = [
     check_onednn,
     check_other_backends,
 ]
+
+
+NOT_FOR_THIS_PLATFORM = "doctor withheld its fix: it names {name}, which does not exist for"
+
+
+def _checked_fix(fix: str, snapshot: EnvSnapshot, kb: dict[str, Any]) -> str:
+    name = platform_conflict(fix, snapshot, kb)
+    if name:
+        where = f"{snapshot.host.os} {snapshot.host.machine}".strip()
+        return NOT_FOR_THIS_PLATFORM.format(name=name) + f" {where} (please report it)"
+    return fit_fix_to_platform(fix, snapshot.host.os)
 
 
 @functools.cache
@@ -155,7 +170,8 @@ def run_checks(snapshot: EnvSnapshot, kb: dict[str, Any] | None = None) -> list[
                     fix="report it with the snapshot: devicebench doctor --save snapshot.json",
                 )
             )
-    # Fixes are printed for this machine: shell syntax of its platform.
-    findings = [dataclasses.replace(f, fix=fit_fix_to_platform(f.fix, snapshot.host.os))
+    # Fixes are printed for this machine: shell syntax of its platform, and never a package
+    # that does not exist for it (a check that proposed one is a bug; say so instead).
+    findings = [dataclasses.replace(f, fix=_checked_fix(f.fix, snapshot, knowledge))
                 for f in findings]
     return sort_findings(findings)

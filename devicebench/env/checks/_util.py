@@ -189,3 +189,29 @@ def fit_fix_to_platform(fix: str, os_name: str) -> str:
     fix = _EXPORT.sub(r"set \1=", fix)
     fix = _UNSET.sub(r"set \1=", fix)
     return _INLINE.sub(r"set \1=\2 && \3", fix)
+
+
+def platform_conflict(fix: str, snap: EnvSnapshot, kb: KB) -> str:
+    """The part of ``fix`` naming a package that does not exist for this machine (a CUDA
+    plugin on a Mac, Apple's Metal plugin on Linux, ...: ``[[platform_packages]]``), or "".
+    Text after "WSL2" is for WSL2's Linux, not this system.
+
+    Example:
+        >>> from devicebench.env.checks import load_knowledge
+        >>> from devicebench.env.snapshot import EnvSnapshot, HostInfo
+        >>> mac = EnvSnapshot(host=HostInfo(os="Darwin", machine="arm64"))
+        >>> platform_conflict("pip install 'jax-cuda12-plugin==0.4.28'", mac, load_knowledge())
+        'jax-cuda12-plugin'
+    """
+    text = fix.split("WSL2")[0]
+    for entry in kb.get("platform_packages", []):
+        m = re.search(entry["pattern"], text)
+        if not m:
+            continue
+        need = entry.get("needs", "")
+        ok = snap.host.os in entry["os"] and (
+            need != "nvidia" or has_nvidia_gpu(snap) or snap.host.os == "Linux"
+        ) and (need != "apple-silicon" or snap.host.machine == "arm64")
+        if not ok:
+            return m.group(0)
+    return ""

@@ -153,6 +153,15 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         fix = (f"no TensorFlow release has wheels for Python {snap.host.python_version} "
                f"(TensorFlow {newest}: {spec}): create the environment with a supported "
                f"Python, e.g. python{py} -m venv .venv, then pip install tensorflow")
+    why = ("doctor can only check the host; devicebench measures training through "
+           "TensorFlow, JAX or PyTorch with Keras.")
+    if snap.is_apple_silicon and supported:
+        metal = kb["metal"]
+        why += (f" On Apple Silicon TensorFlow reaches the GPU only through Apple's "
+                f"tensorflow-metal plugin, whose releases have wheels for a few Pythons and "
+                f"TensorFlow releases each (tensorflow-metal {metal['recommended']}: see "
+                f"{metal['source']}); install the pair together, or pip fails on the plugin.")
+        fix = metal_install_fix(snap, kb) + "  # TensorFlow with the Apple GPU plugin"
     return [
         Finding(
             "frameworks.none",
@@ -162,10 +171,7 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 f"none of {looked} is installed in {snap.host.python_executable or 'this Python'}"
                 + (f" (Python {snap.host.python_version})" if snap.host.python_version else "")
             ),
-            why=(
-                "doctor can only check the host; devicebench measures training through "
-                "TensorFlow, JAX or PyTorch with Keras."
-            ),
+            why=why,
             fix=fix,
             source=kb["backends"]["source"],
         )

@@ -205,21 +205,29 @@ def apple_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) ->
                 )
             )
     elif name == "torch":
-        mps = kb["torch_mps"]["macos"]
+        mps, first = torch_mps_macos(kb, probe.version or snap.version_of("torch"))
         mac = macos_version(snap)
         if mac is not None and not matches(str(mac), mps):
+            keep = f", or pip install 'torch<{first}' (the last releases for macOS " \
+                   f"{snap.host.macos_version})" if first != "2.0" else ""
             causes.append(
                 (
-                    f"MPS needs macOS {mps.lstrip('>=')}+ "
+                    f"PyTorch {probe.version}'s MPS backend needs macOS {mps.lstrip('>=')}+ "
                     f"(this is macOS {snap.host.macos_version})",
                     f"upgrade macOS to {mps.lstrip('>=')} or newer (System Settings > General > "
-                    "Software Update)",
+                    f"Software Update){keep}",
                     (),
                 )
             )
-        causes.append(
-            ("this torch build has no MPS support", "pip install --force-reinstall torch", ())
-        )
+        if probe.build.get("mps_built") is not True:
+            causes.append(
+                ("this torch build has no MPS support", "pip install --force-reinstall torch", ())
+            )
+        elif not causes:
+            causes.append(
+                ("MPS is built in but torch.backends.mps.is_available() is False",
+                 "python -c 'import torch; print(torch.backends.mps.is_available())'", ())
+            )
     elif name == "jax":
         if snap.has("jax-metal"):
             causes.append(
@@ -240,6 +248,25 @@ def apple_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) ->
                 )
             )
     return causes
+
+
+def torch_mps_macos(kb: KB, torch_version: str) -> tuple[str, str]:
+    """The macOS specifier PyTorch ``torch_version``'s MPS backend needs, and the first
+    release (major.minor) that needs it; a nightly counts as its release.
+
+    Example:
+        >>> from devicebench.env.checks import load_knowledge
+        >>> torch_mps_macos(load_knowledge(), "2.10.0.dev20251008")
+        ('>=14.0', '2.10')
+    """
+    table = kb["torch_mps"].get("releases") or {"2.0": kb["torch_mps"]["macos"]}
+    keys = sorted(table, key=lambda k: major_minor(k))
+    mm = major_minor(torch_version)
+    picked = keys[0]
+    for k in keys:
+        if mm and mm >= major_minor(k):
+            picked = k
+    return table[picked], picked
 
 
 def _pairs(kb: KB) -> str:

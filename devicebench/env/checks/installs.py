@@ -1,7 +1,8 @@
 """How the pieces of an install fit the machine, as knowledge data: Windows DLLs a framework
 failed to load, CUDA libraries on LD_LIBRARY_PATH that shadow the nvidia-* wheels' copies,
-plugin releases and the jax/jaxlib they work with, the driver's libcuda on WSL2, the oldest
-GPU a framework's wheels run on, and the CUDA variant of PyTorch a driver can run."""
+JAX plugin releases and the jax/jaxlib and macOS they work with, the driver's libcuda on
+WSL2, the oldest GPU a framework's wheels run on, and the CUDA variant of PyTorch a driver
+can run."""
 
 from __future__ import annotations
 
@@ -114,28 +115,67 @@ def check_ld_path_shadow_risk(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                "https://github.com/pytorch/pytorch/issues/111469")]
 
 
-def check_jax_metal_release(snap: EnvSnapshot, kb: KB) -> list[Finding]:
-    """jax-metal with a jax/jaxlib outside the releases it works with."""
-    metal_v = snap.version_of("jax-metal")
-    rel = next((r for r in kb["jax_metal_releases"] if as_version(r["version"])
-                == as_version(metal_v)), None)
-    if rel is None:
-        return []
-    bad = [(d, snap.version_of(d)) for d in ("jax", "jaxlib")
-           if snap.version_of(d) and not matches(snap.version_of(d), rel["jaxlib"])]
-    if not bad:
-        return []
-    return [Finding(
-        "stack.release-skew", "error",
-        f"jax-metal {metal_v} does not work with the installed "
-        + " / ".join(f"{d} {v}" for d, v in bad),
-        observed=f"jax-metal {metal_v} works with jax/jaxlib {rel['jaxlib']}; installed: "
-                 + ", ".join(f"{d} {v}" for d, v in bad),
-        why="jax-metal is a PJRT plugin built for particular jaxlib releases; with a newer "
-            "jaxlib its computations fail (and Apple has published no newer plugin).",
-        fix=f"pip install 'jax=={rel['pin']}' 'jaxlib=={rel['pin']}'  "
-            "# or pip uninstall jax-metal and run JAX on the CPU",
-        source=rel["source"])]
+def jax_plugin_for(snap: EnvSnapshot, kb: KB, backend: str = "") -> dict | None:
+    """The KB entry of the installed JAX plugin (by the backend name JAX printed, if any)."""
+    for plugin in kb["jax_plugins"]:
+        if backend and plugin["backend"].lower() != backend.lower():
+            continue
+        if snap.has(plugin["dist"]):
+            return plugin
+    return None
+
+
+def plugin_release_known(snap: EnvSnapshot, plugin: dict) -> bool:
+    """Whether the KB lists the jaxlib the installed release of ``plugin`` works with."""
+    have = as_version(snap.version_of(plugin["dist"]))
+    return any(as_version(r["version"]) == have and r.get("jaxlib")
+               for r in plugin.get("releases", []))
+
+
+def check_jax_plugin_release(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A JAX plugin released apart from jaxlib (jax-metal, Intel's XPU plugin) with a
+    jax/jaxlib or a macOS outside what its release works with (``[[jax_plugins]]``)."""
+    out = []
+    for plugin in kb["jax_plugins"]:
+        have = snap.version_of(plugin["dist"])
+        rel = next((r for r in plugin.get("releases", [])
+                    if as_version(r["version"]) == as_version(have)), None)
+        if plugin.get("lockstep") or rel is None:
+            continue
+        dist = plugin["dist"]
+        mac = snap.host.macos_version
+        if rel.get("macos") and snap.host.os == "Darwin" and mac and not matches(mac, rel["macos"]):
+            older = [r for r in plugin["releases"] if r.get("macos") and matches(mac, r["macos"])]
+            alt = f"pip install '{dist}=={older[-1]['version']}'  # the last for this macOS; " \
+                  if older else ""
+            out.append(Finding(
+                "plugin.macos-too-old", "error",
+                f"{dist} {have} needs macOS {rel['macos'].lstrip('>=')} or newer",
+                observed=f"macOS {mac}; {dist} {have} supports macOS {rel['macos']}",
+                why=f"{dist} is built against the Metal frameworks of a newer macOS; on this "
+                    "macOS its backend fails at the first computation.",
+                fix=alt + f"or upgrade macOS to {rel['macos'].lstrip('>=')}",
+                source=rel.get("source", plugin["source"])))
+            continue
+        bad = [(d, snap.version_of(d)) for d in ("jax", "jaxlib")
+               if rel.get("jaxlib") and snap.version_of(d)
+               and not matches(snap.version_of(d), rel.get(d, rel["jaxlib"]))]
+        if not bad:
+            continue
+        out.append(Finding(
+            "stack.release-skew", "error",
+            f"{dist} {have} does not work with the installed "
+            + " / ".join(f"{d} {v}" for d, v in bad),
+            observed=f"{dist} {have} works with jaxlib {rel['jaxlib']}"
+                     + (f", jax {rel['jax']}" if rel.get("jax") else "") + "; installed: "
+                     + ", ".join(f"{d} {v}" for d, v in bad),
+            why=f"{dist} is a PJRT plugin built for particular jaxlib releases (it is not "
+                "released with jaxlib); with another jaxlib JAX cannot initialise its backend "
+                "('Mismatched PJRT plugin PJRT API version') or its computations fail.",
+            fix=f"pip install 'jax=={rel['pin']}' 'jaxlib=={rel['pin']}'  "
+                f"# or pip uninstall {dist} and run JAX on the CPU",
+            source=rel.get("source", plugin["source"])))
+    return out
 
 
 def check_wsl_libcuda(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -192,4 +232,53 @@ def check_gpu_min_compute(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                     f"{name}lib from source for compute capability {g.compute_capability}"
                     if name == "jax" else f"use a GPU of compute capability >= {minimum}",
                 source=kb["gpu_min_compute"][f"{name}_source"]))
+    return out
+
+
+def check_loader_needs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A component that loads CUDA libraries by name from the loader's path (CTranslate2, cuDNN
+    8's libcudnn_cnn_infer needing the unversioned libcuda.so on WSL2) where the loader does
+    not find them, though a copy may sit elsewhere in the environment."""
+    if snap.host.os != "Linux":
+        return []
+    copies = {**snap.env_cuda_libs, **snap.wheel_cuda_libs}
+    out = []
+    for entry in kb.get("loader_needs", []):
+        if entry.get("wsl") and not snap.host.wsl:
+            continue
+        if "dist" in entry:
+            v = snap.version_of(entry["dist"])
+            if not v or not matches(v, entry["when"]):
+                continue
+            who = f"{entry['dist']} {v}"
+        elif entry["lib"] in copies or snap.loader_finds(entry["lib"]):
+            who = entry["lib"]
+        else:
+            continue
+        lost = [so for so in entry["needs"] if not snap.loader_finds(so)]
+        if not lost:
+            continue
+        found = {so: copies[so] for so in lost if so in copies}
+        dirs = sorted({os.path.dirname(p) for p in found.values()}
+                      | ({entry["where"]} if entry.get("where") else set()))
+        missing = [so for so in lost if so not in found and not entry.get("where")]
+        fix = ("export LD_LIBRARY_PATH=" + ":".join(dirs) + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+               "  # before starting Python" if dirs else "")
+        if missing and entry.get("install"):
+            fix = (fix + "; and: " if fix else "") + entry["install"] + \
+                "  # then add their nvidia/*/lib directories to LD_LIBRARY_PATH"
+        out.append(Finding(
+            "cuda.loader-cannot-find", "warning",
+            f"{who} loads {', '.join(lost)} by name, and the loader does not find "
+            + ("them" if len(lost) > 1 else "it"),
+            observed="; ".join(f"{so}: " + (f"a copy at {found[so]}, not on the loader's path"
+                                           if so in found else
+                                           (f"in {entry['where']}, not on the loader's path"
+                                            if entry.get("where") else "not installed"))
+                               for so in lost),
+            why="It dlopens the library by its name, so only ldconfig's cache and "
+                "LD_LIBRARY_PATH count, not copies inside other wheels; the first GPU op that "
+                "needs it fails ('Could not load library ...' / 'cannot open shared object "
+                "file').",
+            fix=fix, source=entry["source"]))
     return out

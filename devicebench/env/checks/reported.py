@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from devicebench.env.checks._util import DISPLAY, KB, as_version
+from devicebench.env.checks._util import DISPLAY, KB, as_version, build_cuda_version
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -21,6 +21,17 @@ def _wheel_of(path: str, major: str = "12") -> str:
     return f"nvidia-{m.group(1).replace('_', '-')}-cu{major}" if m else ""
 
 
+def _cuda_major(probe, snap: EnvSnapshot) -> str:
+    """The CUDA major a framework build targets ("11", "12"): its build info, a jaxlib's local
+    label (``+cuda11.cudnn86``), or the installed jax-cuda plugin; "12" when unknown."""
+    cuda = build_cuda_version(probe, snap)
+    local = (as_version(snap.version_of("jaxlib")) or as_version("0")).local or ""
+    m = re.match(r"cuda(\d+)", local) if probe.name == "jax" else None
+    if m:
+        return m[1]
+    return cuda.split(".")[0] if cuda else "12"
+
+
 def check_cudnn_loaded_older(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """The framework says the cuDNN it loaded is older than the one it was built with."""
     out = []
@@ -31,14 +42,14 @@ def check_cudnn_loaded_older(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         if lv is None or nv is None or lv >= nv:
             continue
         major = str(nv.major)
+        cuda = _cuda_major(probe, snap)
         found = [p for n, p in {**snap.wheel_cuda_libs, **snap.ld_path_cuda_libs,
                                 **snap.env_cuda_libs, **snap.system_cuda_libs}.items()
                  if n.startswith("libcudnn.so")]
         if snap.host.conda_env and not snap.wheel_cuda_libs:
             fix = f"conda install -c conda-forge 'cudnn>={need}'"
         else:
-            fix = f"pip install -U 'nvidia-cudnn-cu12>={need}'" if major == "9" else \
-                f"pip install -U 'nvidia-cudnn-cu12>={need},<{int(major) + 1}'"
+            fix = f"pip install -U 'nvidia-cudnn-cu{cuda}>={need},<{int(major) + 1}'"
         fix += ("; then make sure no older libcudnn comes first on the loader's path "
                 f"(found: {', '.join(found)})" if found else "")
         out.append(Finding(
@@ -71,13 +82,17 @@ def check_wheel_libs_not_on_path(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "installed: they are not on the loader's path",
             observed="could not load " + ", ".join(
                 f"{so} (installed at {p})" for so, p in sorted(present.items())),
-            why="The libraries are there, but this framework build does not search the "
-                "wheels' directories (TensorFlow 2.16.1 is known for it), so it runs on the "
-                "CPU.",
+            why="The libraries are there, but the loader does not look where they are: this "
+                "framework build does not search the wheels' directories (TensorFlow 2.16.1 is "
+                "known for it), or it looks for them relative to its own directory, which "
+                "misses when pip put the framework and the nvidia-* wheels in different "
+                "site-packages (lib64 and lib, a --target or --user install); the import "
+                "fails or the framework runs on the CPU.",
             fix="export LD_LIBRARY_PATH=" + ":".join(dirs) + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
                 + ("  # or: pip install -U 'tensorflow[and-cuda]' (>= 2.16.2 finds them)"
                    if name == "tensorflow" else ""),
-            source="https://github.com/tensorflow/tensorflow/issues/63362"))
+            source="https://github.com/tensorflow/tensorflow/issues/63362 ; "
+                   "https://github.com/pytorch/pytorch/issues/165812"))
     return out
 
 

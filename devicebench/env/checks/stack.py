@@ -12,12 +12,14 @@ from devicebench.env.checks._util import (
     KB,
     as_version,
     at_least,
+    fmt_mm,
     has_nvidia_gpu,
     legacy_keras_on,
     major_minor,
     matches,
     tf_version,
 )
+from devicebench.env.checks.installs import jax_plugin_for, plugin_release_known
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -40,14 +42,26 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             have = snap.version_of(comp)
             if not have:
                 continue
-            same = (_base(have) == want if stack["pair"] == "equal"
-                    else major_minor(have) == major_minor(want))
+            if stack["pair"] == "map":
+                pairs = stack["map"].get(fmt_mm(major_minor(have)))
+                same = pairs is None or pairs == fmt_mm(major_minor(want))
+            else:
+                same = (_base(have) == want if stack["pair"] == "equal"
+                        else major_minor(have) == major_minor(want))
             if not same:
                 bad.append((comp, have))
         if not bad:
             continue
-        pin = want if stack["pair"] == "equal" else ".".join(map(str, major_minor(want))) + ".*"
+        pin = want if stack["pair"] == "equal" else fmt_mm(major_minor(want)) + ".*"
+        if stack["pair"] == "map":
+            back = {v: k for k, v in stack["map"].items()}.get(fmt_mm(major_minor(want)))
+            if back is None:
+                continue
+            pin = back + ".*"
         pins = " ".join(f"'{c}=={pin}'" for c, _ in bad)
+        local = as_version(anchor_v).local if as_version(anchor_v) is not None else None
+        index = (f" --index-url https://download.pytorch.org/whl/{local}"
+                 if stack["anchor"] == "torch" and local else "")
         out.append(Finding(
             "stack.release-skew", "error",
             f"{', '.join(c for c, _ in bad)} not of the installed {stack['anchor']} release "
@@ -55,21 +69,69 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             observed="; ".join(f"{c} {v}" for c, v in bad) + f" with {stack['anchor']} {anchor_v}",
             why="The parts of one stack are built together; a plugin or add-on of another "
                 "release fails to load, crashes, or is skipped (JAX then runs on the CPU).",
-            fix=stack["fix"].format(pins=pins), source=stack["source"]))
+            fix=stack["fix"].format(pins=pins, index=index), source=stack["source"]))
     for name, probe in snap.frameworks.items():
         rep = probe.reported
-        if not out and ("plugin_mismatch" in rep or "pjrt_mismatch" in rep):
-            said = rep.get("plugin_mismatch") or rep.get("pjrt_mismatch")
-            jl = _base(snap.version_of("jaxlib"))
-            out.append(Finding(
-                "stack.release-skew", "error",
-                f"{DISPLAY.get(name, name)}'s CUDA plugin is not of the jaxlib release",
-                observed=f"{DISPLAY.get(name, name)} said: {said}",
-                why="JAX skips (or crashes on) a plugin built for another jaxlib.",
-                fix=f"pip install 'jax-cuda12-plugin=={jl}' 'jax-cuda12-pjrt=={jl}'"
-                    if jl else "pip install -U 'jax[cuda12]'",
-                source=kb["stacks"][0]["source"]))
+        if out or not ("plugin_mismatch" in rep or "pjrt_mismatch" in rep):
+            continue
+        said = rep.get("plugin_mismatch") or rep.get("pjrt_mismatch")
+        backend = said.get("backend", "") or "cuda"
+        plugin = jax_plugin_for(snap, kb, backend)
+        jl = _base(snap.version_of("jaxlib"))
+        if plugin is not None and not plugin.get("lockstep"):
+            if plugin_release_known(snap, plugin):
+                continue  # check_jax_plugin_release pins the jax/jaxlib it works with
+            dist = plugin["dist"]
+            fix = (f"pip install the jax/jaxlib release {dist} "
+                   f"{snap.version_of(dist)} lists ({plugin['source']}), "
+                   f"or pip uninstall {dist} to run JAX on the CPU")
+        elif plugin is None and backend.lower() != "cuda":
+            dist = f"the '{backend}' plugin"
+            fix = (f"install the jax/jaxlib release the '{backend}' plugin was built for, or "
+                   "uninstall the plugin (JAX_PLATFORMS=cpu skips it)")
+        else:
+            dist = plugin["dist"] if plugin else "jax-cuda12-plugin"
+            fix = (f"pip install '{dist}=={jl}' '{dist.replace('-plugin', '-pjrt')}=={jl}'"
+                   if jl else "pip install -U 'jax[cuda12]'")
+        out.append(Finding(
+            "stack.release-skew", "error",
+            f"{DISPLAY.get(name, name)}'s plugin {dist} is not of the jaxlib release",
+            observed=f"{DISPLAY.get(name, name)} said: {said}",
+            why="JAX skips (or crashes on) a plugin built for another jaxlib.",
+            fix=fix, source=(plugin or kb["stacks"][0])["source"]))
     return out
+
+
+def check_jax_jaxlib(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """jax and jaxlib of different releases: JAX's own check said so, or jaxlib is newer
+    than jax (JEP 9419: jaxlib <= jax, and at least jax's minimum)."""
+    probe = snap.frameworks.get("jax")
+    said = probe.reported.get("jaxlib_skew", {}) if probe is not None else {}
+    jax_v, jaxlib_v = snap.version_of("jax"), snap.version_of("jaxlib")
+    if not said and not (as_version(jax_v) and as_version(jaxlib_v)
+                         and as_version(_base(jaxlib_v)) > as_version(_base(jax_v))):
+        return []
+    jax_b, jaxlib_b = _base(said.get("jax", jax_v)), _base(said.get("jaxlib", jaxlib_v))
+    older_lib = bool(said.get("jax_needs")) or (
+        as_version(jaxlib_b) is not None and as_version(jax_b) is not None
+        and as_version(jaxlib_b) < as_version(jax_b))
+    plugin = next((d for d in sorted(snap.distributions) if d.startswith("jax-cuda")
+                   and d.endswith("-plugin")), "")
+    if older_lib:
+        fix = f"pip install -U 'jaxlib=={jax_b}'" + (
+            f" '{plugin}=={jax_b}' '{plugin.replace('-plugin', '-pjrt')}=={jax_b}'"
+            if plugin else "") + "  # jax's release"
+    else:
+        fix = f"pip install 'jax=={jaxlib_b}'  # jaxlib's release"
+    return [Finding(
+        "stack.release-skew", "error",
+        f"jaxlib {jaxlib_v} is not of the installed jax release ({jax_v})",
+        observed=f"jax {jax_v} with jaxlib {jaxlib_v}"
+                 + (f"; JAX said it needs jaxlib >= {said['jax_needs']}"
+                    if said.get("jax_needs") else ""),
+        why="jax and jaxlib are released together; jax refuses a jaxlib older than its "
+            "minimum or newer than itself, so import jax fails.",
+        fix=fix, source=kb["jax_jaxlib"]["source"])]
 
 
 def check_requires(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -95,16 +157,28 @@ def check_requires(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 def check_keras2_addons(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """An add-on that builds Keras 2 objects where tf.keras is Keras 3."""
     tf_v = tf_version(snap, kb)
-    if not tf_v or not at_least(tf_v, kb["tensorflow"]["keras3_from"]) or legacy_keras_on(snap, kb):
+    if not tf_v or not at_least(tf_v, kb["tensorflow"]["keras3_from"]):
         return []
+    legacy = legacy_keras_on(snap, kb)  # helps add-ons using tf.keras, not Keras 2 internals
     tfk = snap.has("tf-keras")
     mm = ".".join(map(str, major_minor(tf_v)))
     out = []
     for addon in kb["keras2_addons"]:
         if not snap.has(addon["dist"]) or (addon["needs"] == "tf-keras" and tfk):
             continue
+        if (legacy and addon["needs"] != "keras2") or (
+                addon["needs"] == "keras2" and snap.has("keras")
+                and not at_least(snap.version_of("keras"), "3")):
+            continue
+        if addon.get("fixed_in") and at_least(snap.version_of(addon["dist"]), addon["fixed_in"]):
+            continue
         fix = f"pip install 'tf-keras=={mm}.*'" if not tfk else ""
-        if addon["needs"] == "legacy":
+        if addon["needs"] == "keras2":
+            have = snap.version_of(addon["dist"])
+            fixed = addon.get("fixed_in", "")
+            fix = (f"pip install -U '{addon['dist']}>={fixed}'  # or: " if fixed and
+                   not at_least(have, fixed) else "") + "pip install 'tensorflow<2.16' 'keras<3'"
+        elif addon["needs"] == "legacy":
             fix = (fix + " && " if fix else "") + \
                 "export TF_USE_LEGACY_KERAS=1  # before TensorFlow is imported"
         out.append(Finding(
@@ -189,7 +263,16 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         return []
     rule = next((r for r in kb["rocm_overrides"] if gfx.startswith(r["family"])), None)
     if rule is None:
-        return []
+        src = kb["rocm_from_source"]
+        return [Finding(
+            "rocm.gfx-not-in-build", "error",
+            f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx}), and no supported "
+            "target to pose as",
+            observed=f"GPU {gfx}; torch {probe.version} carries {' '.join(arch) or '?'}"
+                     + ("; first op: HIP error: invalid device function" if failed else ""),
+            why=f"No {gfx[:6]}x target is in PyTorch's ROCm wheels, so HSA_OVERRIDE_GFX_VERSION "
+                "has no sibling to name; every GPU op fails with 'invalid device function'.",
+            fix=src["fix"].format(gfx=gfx), source=src["source"])]
     return [Finding(
         "rocm.gfx-not-in-build", "error",
         f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx})",
