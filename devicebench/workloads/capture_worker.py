@@ -79,6 +79,14 @@ def _np(value: Any) -> Any:
     return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
+def _pydataset_len(source: Any) -> int | None:
+    """Batches in a PyDataset (Keras' ``num_batches``, else ``len``); None: endless."""
+    if hasattr(source, "num_batches"):
+        n = source.num_batches
+        return None if n is None else int(n)
+    return int(len(source))
+
+
 def _batches(source: Any, kind: str, limit: int,
              times: list[float] | None = None) -> tuple[list[Any], int | None]:
     """Up to ``limit`` batches of a dataset/PyDataset/generator, and its length if known;
@@ -86,8 +94,8 @@ def _batches(source: Any, kind: str, limit: int,
     input pipeline, one pass, not overlapped with training)."""
     total: int | None = None
     if kind == "PyDataset":
-        total = len(source)
-        items = (source[i] for i in range(min(total, limit)))
+        total = _pydataset_len(source)  # None: an endless one (num_batches None)
+        items = (source[i] for i in range(limit if total is None else min(total, limit)))
     else:
         if kind == "tf.data.Dataset":
             card = int(source.cardinality())
@@ -128,6 +136,7 @@ def _time_pipeline(source: Any, kind: str, n: int, first: list[float],
     times: list[float] = []
     try:
         it = iter(source) if kind == "tf.data.Dataset" else (source[i] for i in range(n))
+        # (a PyDataset's batches by index, as fit() reads them with workers=1)
         t_end = time.perf_counter() + budget_s
         while len(times) < n and time.perf_counter() < t_end:
             t0 = time.perf_counter()

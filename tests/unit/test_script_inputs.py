@@ -132,3 +132,36 @@ def test_history_shows_a_captured_scripts_path_and_capture_directory(tmp_path: P
         f"(script unknown) (capture {tmp_path / 'cache' / 'scripts' / 'deleted'}, since "
         "deleted)", "seed-rnn"]
     assert captured_script("seed-rnn") is None and captured_script("x.py:workload") is None
+
+
+def test_an_endless_pydataset_is_read_to_the_bound_and_timed_on_a_second_pass() -> None:
+    from devicebench.workloads import capture_worker as cw
+
+    class PyDataset:  # as keras.utils.PyDataset looks to the capture (by class name)
+        workers, use_multiprocessing = 4, False
+
+        def __init__(self) -> None:
+            self.reads = 0
+
+        @property
+        def num_batches(self) -> None:
+            return None  # endless
+
+        def __getitem__(self, i: int) -> tuple:
+            self.reads += 1
+            x = np.full((4, 2), i, dtype="float32")
+            return {"a": x, "b": x[:, :1]}, x[:, 0]
+
+    class Batches(PyDataset):
+        pass
+
+    source = Batches()
+    info = cw._data({"x": source, "steps_per_epoch": 7})
+    assert (info["source"], info["batches"], info["total_batches"]) == ("PyDataset", 7, None)
+    assert info["arrays"]["x"]["b"][:, 0].tolist() == [i for i in range(7) for _ in range(4)]
+    assert source.reads == 14  # materialised once, then read again to time it alone
+    assert info["pipeline_method"] == "second pass" and info["pipeline_batches_timed"] == 6
+    assert info["pipeline_workers"] == 4  # said: its fit() reads it with 4 workers
+    assert "which this did not" in pipeline_figures(info, _row(0.1))["line"]
+    endless = cw._data({"x": Batches()})
+    assert endless["batches"] == cw.MAX_BATCHES
