@@ -4,9 +4,10 @@ Runs the user's script as ``python SCRIPT ARGS`` would (``__main__``, its own ar
 directory first on ``sys.path``, the caller's working directory) with the attach seam
 (:mod:`devicebench.backends.fit_seam`) on ``keras.Model``. At the script's first
 ``fit()`` it records what that fit would train — the model (``model.keras``), its initial
-weights (``weights.npz``, as NumPy arrays), the data (``data.npz``: arrays as given; a
-``tf.data.Dataset``, ``PyDataset`` or generator materialised to at most
-:data:`MAX_BATCHES` batches), the fit's arguments and where it was called — and stops the
+weights (``weights.npz``, as NumPy arrays), the data (``data.npz``: arrays, or dicts or
+lists of arrays, as given, their structure in the result; a ``tf.data.Dataset``,
+``PyDataset`` or generator materialised to at most :data:`MAX_BATCHES` batches, its own
+pipeline timed apart), the fit's arguments and where it was called — and stops the
 script: it never trains. RESULT gets ``{"status": "captured" | "raised" | "exited" |
 "ended" | "refused", ...}``; the parent turns all but the first into one line.
 """

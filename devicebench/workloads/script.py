@@ -28,7 +28,7 @@ from typing import Any
 
 from devicebench.errors import InputError
 
-CAPTURE_VERSION = 2
+CAPTURE_VERSION = 3  # 3: dicts/lists of arrays, the pipeline's second pass
 SETUP_TIMEOUT_S = float(os.environ.get("DEVICEBENCH_SETUP_TIMEOUT", "180"))
 VERSIONED = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "devicebench")
 LOOP_MARKERS = (("GradientTape", "a custom tf.GradientTape training loop"),
