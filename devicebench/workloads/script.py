@@ -94,8 +94,8 @@ class ScriptCapture:
     def to_dict(self) -> dict[str, Any]:
         keep = ("fit_site", "compile_site", "params", "batch_size", "epochs", "samples",
                 "validation", "validation_samples", "callbacks", "steps_per_execution",
-                "jit_compile", "source", "keras_backend", "model_class", "reloadable",
-                "custom_objects", "fit_kwargs")
+                "jit_compile", "source", "batches", "total_batches", "structures",
+                "keras_backend", "model_class", "reloadable", "custom_objects", "fit_kwargs")
         return {"script": self.script, "args": list(self.args), "measured_fit": self.fit_site,
                 "cache_dir": str(self.directory), "cached": self.cached, "notes": self.notes,
                 **{k: self.info.get(k) for k in keep}}

@@ -120,6 +120,9 @@ def test_a_pydataset_and_a_generator_are_materialised_and_their_pipeline_timed(
     assert i["pipeline_seconds_per_batch"] > 0 and i["pipeline_first_pass_seconds_per_batch"] > 0
     assert any("materialised: 6 batches of 16;" in n and "not part of the step times" in n
                for n in ds.notes)
+    said = ds.to_dict()  # --json's "script"
+    assert (said["source"], said["batches"], said["total_batches"]) == ("PyDataset", 6, 6)
+    assert said["structures"]["x"] == {"dict": ["tokens", "extra"]}
     gen = capture_script(_copy("generator.py", tmp_path))
     g = gen.info
     assert (g["source"], g["batches"], g["total_batches"], g["samples"]) == (
