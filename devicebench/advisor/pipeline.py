@@ -65,11 +65,16 @@ def pipeline_figures(info: dict[str, Any], baseline_row: Any = None,
     if out["slower_than_step"]:
         finding = (f"your {out['source']} is slower than the training step "
                    f"({fmt_duration(per_batch)} vs {fmt_duration(step)} per batch): your "
-                   "fit() waits for its input, so it runs slower than these step times "
-                   f"and no device or knob change helps until the input does — {FIX}")
+                   f"fit() waits for its input, so it reaches about "
+                   f"{fmt_duration(per_batch)}/step at best, and a faster device or knob "
+                   f"shortens only the part not spent waiting — {FIX}")
+        out["verdict_note"] = (f"your input pipeline ({fmt_duration(per_batch)}/batch) is "
+                               "slower than the step: speed it up first (see the finding)")
     elif out["slower_than_recommended"]:
         finding = (f"your {out['source']} ({fmt_duration(per_batch)}/batch) is slower than "
                    f"the recommended step ({fmt_duration(rec)}): the speed-up is capped "
                    f"at what the pipeline delivers — {FIX}")
+        out["verdict_note"] = (f"capped by your input pipeline ({fmt_duration(per_batch)}"
+                               "/batch): see the finding")
     out["finding"] = finding
     return out

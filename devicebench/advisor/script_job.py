@@ -119,6 +119,8 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
     advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
     result = ScriptAdvice(capture, advice, snippet=advice.code, pipeline=pipeline_figures(
         capture.info, advice.baseline_row, advice.recommended_row))
+    if result.pipeline and result.pipeline.get("verdict_note"):
+        advice.verdict += f"; {result.pipeline['verdict_note']}"
     if advice.recommended is not None:
         source = Path(script).read_text(encoding="utf-8")
         site = capture.info.get("compile_site") or {}

@@ -145,8 +145,10 @@ def test_advise_json_carries_the_input_pipeline_against_the_step(tmp_path: Path)
                           "--budget", "10", "--json"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=400, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
-    p = json.loads(res.stdout)["input_pipeline"]
+    out = json.loads(res.stdout)
+    p = out["input_pipeline"]
     assert p["source"] == "PyDataset" and p["method"] == "second pass"
     assert p["step_seconds"] > 0 and p["line"].startswith("input pipeline: ")
     assert p["slower_than_step"] == (p["seconds_per_batch"] > p["step_seconds"])
     assert bool(p["finding"]) == (p["slower_than_step"] or p["slower_than_recommended"])
+    assert ("your input pipeline" in out["verdict"]) == bool(p["finding"])

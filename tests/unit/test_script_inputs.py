@@ -74,11 +74,14 @@ def test_a_pipeline_slower_than_the_step_is_a_finding() -> None:
                                    "(your script as written; recommended 1.00 ms)")
     assert "second pass" in slow["line"] and "9 batches" in slow["line"]
     assert "slower than the training step" in slow["finding"] and "prefetch" in slow["finding"]
+    assert "about 4.00 ms/step at best" in slow["finding"]
+    assert slow["verdict_note"].startswith("your input pipeline (4.00 ms/batch) is slower")
     # faster than the script's step but not than the recommended one: the speed-up is capped
     capped = pipeline_figures(INFO, _row(0.008), _row(0.001))
     assert not capped["slower_than_step"] and "capped" in capped["finding"]
+    assert capped["verdict_note"].startswith("capped by your input pipeline")
     fine = pipeline_figures(INFO, _row(0.008), _row(0.005))
-    assert fine["finding"] == "" and fine["step_seconds"] == 0.008
+    assert fine["finding"] == "" and fine["step_seconds"] == 0.008 and "verdict_note" not in fine
     # arrays (nothing to time) and an untimed pipeline give nothing
     assert pipeline_figures({"source": "arrays"}, _row(0.1)) is None
     assert pipeline_figures({"source": "generator"}, _row(0.1)) is None
