@@ -8,7 +8,11 @@ script's own backend: (a) the captured workload as every advise worker loads it,
 script itself run plainly up to its fit(), its model set to the captured initial weights
 and trained on the arrays the script passes to fit(). Prints both loss lists, the largest
 relative difference (same weights, same batches: float32 rounding), and whether the plain
-run's own initial weights were the captured ones (a seeded script: true).
+run's own initial weights were the captured ones (true for a script seeded with
+keras.utils.set_random_seed; np.random.seed + tf.random.set_seed leave Keras 3's
+initializers unseeded — they draw from Python's random — so two plain runs of such a
+script start from different weights: why devicebench captures the weights as arrays).
+Inputs and targets may be arrays or dicts/lists of arrays (named or several inputs).
 """
 
 from __future__ import annotations
@@ -21,16 +25,18 @@ import sys
 
 WORKER = """
 import json, sys, keras
+from devicebench.workloads.arrays import take
 from devicebench.workloads.loader import load_workload
 w = load_workload({ref!r}); m = w.build_model(keras)
 m.compile(loss=w.loss, optimizer=w.optimizer(keras)); d = w.make_data(0); b = w.batch_size
 first = lambda out: out[0] if isinstance(out, (list, tuple)) else out
-print("LOSSES", json.dumps([float(first(m.train_on_batch(d.x[i*b:(i+1)*b],
-                                                         d.y[i*b:(i+1)*b])))
+print("LOSSES", json.dumps([float(first(m.train_on_batch(take(d.x, i*b, (i+1)*b),
+                                                         take(d.y, i*b, (i+1)*b))))
                             for i in range({n})]))
 """
 PLAIN = """
 import json, runpy, sys, numpy as np, keras
+from devicebench.workloads.arrays import take
 npz = np.load({weights!r}); b = {batch}
 def fit(self, x, y=None, **kw):
     own = self.get_weights() if self.built else []
@@ -38,8 +44,8 @@ def fit(self, x, y=None, **kw):
         np.array_equal(w, npz[f"arr_{{i}}"]) for i, w in enumerate(own))))
     self.set_weights([npz[f"arr_{{i}}"] for i in range(len(npz.files))])
     first = lambda out: out[0] if isinstance(out, (list, tuple)) else out
-    print("LOSSES", json.dumps([float(first(self.train_on_batch(x[i*b:(i+1)*b],
-                                                                y[i*b:(i+1)*b])))
+    print("LOSSES", json.dumps([float(first(self.train_on_batch(take(x, i*b, (i+1)*b),
+                                                                take(y, i*b, (i+1)*b))))
                                 for i in range({n})]))
     sys.exit(0)
 keras.Model.fit = fit

@@ -11,6 +11,7 @@ from typing import Any
 
 from devicebench.advisor.advice import AdviceResult
 from devicebench.advisor.patch import ScriptPatch, script_patch
+from devicebench.advisor.pipeline import pipeline_figures
 from devicebench.workloads.script import SETUP_TIMEOUT_S, ScriptCapture, capture_script
 
 JIT_OF = {"True": "on", "False": "off"}
@@ -31,6 +32,7 @@ class ScriptAdvice:
     advice: AdviceResult
     patch: ScriptPatch | None = None
     snippet: str = ""
+    pipeline: dict[str, Any] | None = None  # advisor.pipeline.pipeline_figures
 
     def __getattr__(self, name: str) -> Any:
         # verdict, headline, recommended, reasons, ...: the advice's own
@@ -43,7 +45,7 @@ class ScriptAdvice:
                 "patch": self.patch.diff if self.patch else "",
                 "patch_changes": self.patch.changes if self.patch else [],
                 "not_patched": self.patch.not_patched if self.patch else [],
-                "code": self.snippet}
+                "code": self.snippet, "input_pipeline": self.pipeline}
 
 
 def script_baseline(capture: ScriptCapture) -> tuple[str, str]:
@@ -83,27 +85,6 @@ def _named(advice: AdviceResult, ref: str, script: str) -> None:
                                   text=advice.headline.text.replace(ref, script))
 
 
-def pipeline_note(capture: ScriptCapture, advice: AdviceResult) -> str:
-    """The user's own input pipeline (timed while capturing) against the baseline step."""
-    per_batch = capture.info.get("pipeline_seconds_per_batch")
-    row = advice.baseline_row
-    step = row.result.step_time.median if row is not None and row.result.step_time else None
-    if not per_batch or not step:
-        return ""
-    from devicebench.fmt import fmt_duration
-
-    n = capture.info.get("batches")
-    verdict = ("it would keep the step waiting: the candidates' figures, measured on arrays, "
-               "are then not what your fit() reaches — speed the pipeline up first "
-               "(.cache(), .prefetch(tf.data.AUTOTUNE), parallel map)"
-               if per_batch > step else
-               "faster than the step, so with prefetching the step need not wait for it")
-    return (f"your {capture.info.get('source')} delivered a batch in "
-            f"{fmt_duration(per_batch)} (median of {n} batches read at capture, one pass, "
-            f"not overlapped with training) against the baseline's "
-            f"{fmt_duration(step)} step: {verdict}")
-
-
 def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
                   baseline: str | None = None, budget: float = 120.0,
                   allow_batch_change: bool = False, db: Path | None = None,
@@ -136,10 +117,10 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
     if baseline is None:
         advice.baseline_reason = f"{why}, on {advice.baseline.device}"
     advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
-    line = pipeline_note(capture, advice)
-    if line:
-        advice.notes.append(line)
-    result = ScriptAdvice(capture, advice, snippet=advice.code)
+    result = ScriptAdvice(capture, advice, snippet=advice.code, pipeline=pipeline_figures(
+        capture.info, advice.baseline_row, advice.recommended_row))
+    if result.pipeline and result.pipeline.get("verdict_note"):
+        advice.verdict += f"; {result.pipeline['verdict_note']}"
     if advice.recommended is not None:
         source = Path(script).read_text(encoding="utf-8")
         site = capture.info.get("compile_site") or {}

@@ -51,7 +51,7 @@ def history(
         if r.ops_workers:
             results += (", " if results else "") + f"{r.ops_workers} op workers"
         state = "" if r.finished_at else " (interrupted)"
-        workloads = ", ".join(r.workloads)
+        workloads = ", ".join(r.workload_labels())
         if r.monitor is not None:
             results, workloads = _monitor_cells(r.monitor)
             if r.finished_at and r.monitor["ended"] not in ("completed", "unknown"):

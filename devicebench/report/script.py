@@ -4,6 +4,7 @@ advice, and the patch to the script."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.text import Text
 
 from devicebench.advisor.script_job import ScriptAdvice
 from devicebench.report.advise import render_advice
@@ -20,12 +21,24 @@ def render_capture(capture, console: Console) -> None:
         console.print(f"  note: {note}", markup=False, highlight=False)
 
 
+def render_pipeline(pipeline: dict | None, console: Console) -> None:
+    """The script's own input pipeline against the step (and the finding, when it is the
+    slower)."""
+    if not pipeline:
+        return
+    console.print("\n" + pipeline["line"], markup=False, highlight=False)
+    if pipeline.get("finding"):
+        console.print(Text.assemble(("finding", "bold yellow"), f": {pipeline['finding']}"),
+                      highlight=False)
+
+
 def render_script_advice(result: ScriptAdvice, *, console: Console | None = None,
                          brief: bool = False) -> None:
     """The capture line, the advice, then the patch (``patch -p0 < FILE`` applies it)."""
     con = console or make_console()
     render_capture(result.capture, con)
     render_advice(result.advice, console=con, brief=brief)
+    render_pipeline(result.pipeline, con)
     patch = result.patch
     if patch is None:
         con.print("\n[bold]The change to make[/bold]: none — keep your script as it is.")

@@ -20,6 +20,7 @@ from devicebench.ops.result import OpsWorkerResult
 from devicebench.store.db import ResultStore
 from devicebench.store.ops import load_ops_results
 from devicebench.trials.result import TrialResult
+from devicebench.workloads.script import captured_script
 
 TRAINING_COMMANDS = ("run", "advise")
 MONITOR_COMMAND = "monitor"  # as devicebench.store.monitor writes it
@@ -154,6 +155,24 @@ class HistoryRow:
     # A monitored fit (command "monitor"): script, argv, fit, blocks, steps,
     # steady_step_seconds, ended; None for other runs.
     monitor: dict[str, Any] | None = None
+    # A run of a captured training script (`run train.py`, `advise train.py`): per such
+    # workload, the script, its arguments and the capture directory the trials loaded.
+    scripts: tuple[dict[str, Any], ...] = ()
+
+    def workload_labels(self) -> list[str]:
+        """The workloads, a captured script's as ``train.py -- ARGS (capture DIR)``."""
+        by_ref = {s["workload"]: s for s in self.scripts}
+        out = []
+        for w in self.workloads:
+            s = by_ref.get(w)
+            if s is None:
+                out.append(w)
+                continue
+            args = (" -- " + " ".join(s["args"])) if s.get("args") else ""
+            gone = "" if s.get("capture_exists") else ", since deleted"
+            out.append(f"{s.get('script') or '(script unknown)'}{args} "
+                       f"(capture {s['capture_dir']}{gone})")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "command": self.command, "started_at": self.started_at,
@@ -161,7 +180,7 @@ class HistoryRow:
                 "machine": {"cpu": self.cpu, "gpu": self.gpu, "fingerprint": self.fingerprint},
                 "trials": self.trials, "ok": self.ok, "ops_workers": self.ops_workers,
                 "workloads": list(self.workloads), "imported_from": self.imported_from,
-                "monitor": self.monitor}
+                "monitor": self.monitor, "scripts": [dict(s) for s in self.scripts]}
 
 
 def monitor_digest(options: dict[str, Any], blocks: int, steps: int) -> dict[str, Any]:
@@ -196,7 +215,8 @@ def run_history(store: ResultStore, limit: int = 50) -> list[HistoryRow]:
             options = json.loads(opts) if opts else {}
             digest = (monitor_digest(options, int(nb), int(nsteps))
                       if cmd == MONITOR_COMMAND else None)
+            scripts = tuple(s for w in workloads if (s := captured_script(w)) is not None)
             out.append(HistoryRow(int(rid), cmd, started, finished, cpu, gpu, fp, int(n),
                                   int(ok), int(nops), workloads,
-                                  str(options.get("imported_from") or ""), digest))
+                                  str(options.get("imported_from") or ""), digest, scripts))
     return out

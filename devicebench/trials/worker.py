@@ -39,6 +39,7 @@ from devicebench.trials.protocol import (
     SetupRequest,
 )
 from devicebench.trials.spec import TrialSpec
+from devicebench.workloads.arrays import n_samples, take
 
 MAX_WARMUP_BLOCKS = 8
 CHECKPOINT_STEPS = (1, 10, 25, 50, 100, 200)
@@ -114,11 +115,11 @@ class TrialSession:
         if spec.precision == "tf32":
             self.backend.allow_tf32()
         data = workload.make_data(seed)
-        self.x, self.y = data.x, data.y
+        self.x, self.y, self.rows = data.x, data.y, n_samples(data.x)  # or dicts of arrays
         self.validation = data.validation  # timed at the first measured blocks
         self.validation_timings = 0  # steady passes timed so far (the first apart)
-        self.batch = min(spec.batch_size or workload.batch_size, len(self.x))  # what runs
-        self.steps_per_epoch = max(1, math.ceil(len(self.x) / self.batch))
+        self.batch = min(spec.batch_size or workload.batch_size, self.rows)  # what runs
+        self.steps_per_epoch = max(1, math.ceil(self.rows / self.batch))
         model = workload.built_model(keras)
         jit = {"auto": "auto", "on": True, "off": False}[spec.jit]
         model.compile(loss=workload.loss, optimizer=workload.optimizer(keras),
@@ -136,7 +137,7 @@ class TrialSession:
 
             # As seed 001 builds it: shuffle, batch, prefetch.
             ds = tf.data.Dataset.from_tensor_slices((self.x, self.y))
-            ds = ds.shuffle(len(self.x), seed=seed).batch(self.batch)
+            ds = ds.shuffle(self.rows, seed=seed).batch(self.batch)
             self.dataset = ds.repeat().prefetch(tf.data.AUTOTUNE)
         setup_seconds = time.perf_counter() - t1
 
@@ -157,7 +158,7 @@ class TrialSession:
             lo = (i % self.steps_per_epoch) * self.batch
             if audit and i == 0:
                 self.backend.start_placement_audit()  # where the first step's ops run
-            xb, yb = self.x[lo:lo + self.batch], self.y[lo:lo + self.batch]
+            xb, yb = take(self.x, lo, lo + self.batch), take(self.y, lo, lo + self.batch)
             if spec.backend == "torch" and i == 1:  # kernels launched by one (untimed) step
                 out, placement = self.backend.profile_step(
                     functools.partial(model.train_on_batch, xb, yb), spec.device)
@@ -224,7 +225,7 @@ class TrialSession:
         n, so fit's per-call overhead cancels out."""
         n = math.ceil(REFINE_SECONDS / estimate)
         if self.spec.pipeline != "tf.data":  # arrays: 2n full batches must fit in them
-            full = len(self.x) // self.batch
+            full = self.rows // self.batch
             if full < 2:
                 return estimate
             n = min(n, full // 2)
@@ -235,8 +236,8 @@ class TrialSession:
                 self.model.fit(self.dataset, epochs=1, steps_per_epoch=steps, verbose=0)
             else:
                 rows = steps * self.batch
-                self.model.fit(self.x[:rows], self.y[:rows], batch_size=self.batch,
-                               epochs=1, verbose=0, shuffle=False)
+                self.model.fit(take(self.x, 0, rows), take(self.y, 0, rows),
+                               batch_size=self.batch, epochs=1, verbose=0, shuffle=False)
             return time.perf_counter() - t0
 
         fit(n)
@@ -384,11 +385,10 @@ class TrialSession:
             # Keras ends a steps_per_epoch epoch early when the arrays run out: give it
             # whole blocks of full batches.
             k = self.fit_steps
-            usable = (self.steps_per_epoch // k) * k * self.batch
-            usable = min(usable, (len(self.x) // self.batch) * self.batch)
-            if usable < k * self.batch:
-                usable = (len(self.x) // self.batch) * self.batch
-            x, y, batch, steps = self.x[:usable], self.y[:usable], self.batch, k
+            full = (self.rows // self.batch) * self.batch
+            usable = min((self.steps_per_epoch // k) * k * self.batch, full)
+            usable = full if usable < k * self.batch else usable
+            x, y, batch, steps = take(self.x, 0, usable), take(self.y, 0, usable), self.batch, k
         self.model.fit(x, y, batch_size=batch, epochs=10**9, steps_per_epoch=steps,
                        verbose=0, shuffle=True, callbacks=[BlockTimer()])
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from devicebench.workloads.arrays import n_samples
+
 
 @dataclass(frozen=True)
 class TrainData:
@@ -33,7 +35,7 @@ class TrainData:
 
     @property
     def samples(self) -> int:
-        return int(self.x.shape[0])
+        return n_samples(self.x)
 
     @property
     def validation_samples(self) -> int:

@@ -4,9 +4,10 @@ Runs the user's script as ``python SCRIPT ARGS`` would (``__main__``, its own ar
 directory first on ``sys.path``, the caller's working directory) with the attach seam
 (:mod:`devicebench.backends.fit_seam`) on ``keras.Model``. At the script's first
 ``fit()`` it records what that fit would train — the model (``model.keras``), its initial
-weights (``weights.npz``, as NumPy arrays), the data (``data.npz``: arrays as given; a
-``tf.data.Dataset``, ``PyDataset`` or generator materialised to at most
-:data:`MAX_BATCHES` batches), the fit's arguments and where it was called — and stops the
+weights (``weights.npz``, as NumPy arrays), the data (``data.npz``: arrays, or dicts or
+lists of arrays, as given, their structure in the result; a ``tf.data.Dataset``,
+``PyDataset`` or generator materialised to at most :data:`MAX_BATCHES` batches, its own
+pipeline timed apart), the fit's arguments and where it was called — and stops the
 script: it never trains. RESULT gets ``{"status": "captured" | "raised" | "exited" |
 "ended" | "refused", ...}``; the parent turns all but the first into one line.
 """
@@ -25,7 +26,18 @@ from typing import Any
 
 import numpy as np
 
+from devicebench.workloads.arrays import (
+    check_flat,
+    concat,
+    describe,
+    is_nested,
+    n_samples,
+    take,
+    to_npz,
+)
+
 MAX_BATCHES = 200  # of a dataset or generator: the sample every candidate trains on
+PIPELINE_SECONDS = 10.0  # at most, for the second pass that times the user's pipeline
 FIT_FIELDS = ("batch_size", "epochs", "validation_split", "steps_per_epoch", "shuffle",
               "class_weight", "sample_weight", "initial_epoch", "validation_steps",
               "validation_freq", "verbose")
@@ -68,6 +80,14 @@ def _np(value: Any) -> Any:
     return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
+def _pydataset_len(source: Any) -> int | None:
+    """Batches in a PyDataset (Keras' ``num_batches``, else ``len``); None: endless."""
+    if hasattr(source, "num_batches"):
+        n = source.num_batches
+        return None if n is None else int(n)
+    return int(len(source))
+
+
 def _batches(source: Any, kind: str, limit: int,
              times: list[float] | None = None) -> tuple[list[Any], int | None]:
     """Up to ``limit`` batches of a dataset/PyDataset/generator, and its length if known;
@@ -75,8 +95,8 @@ def _batches(source: Any, kind: str, limit: int,
     input pipeline, one pass, not overlapped with training)."""
     total: int | None = None
     if kind == "PyDataset":
-        total = len(source)
-        items = (source[i] for i in range(min(total, limit)))
+        total = _pydataset_len(source)  # None: an endless one (num_batches None)
+        items = (source[i] for i in range(limit if total is None else min(total, limit)))
     else:
         if kind == "tf.data.Dataset":
             card = int(source.cardinality())
@@ -96,16 +116,54 @@ def _batches(source: Any, kind: str, limit: int,
     return out, total
 
 
+def _time_pipeline(source: Any, kind: str, n: int, first: list[float],
+                   budget_s: float = PIPELINE_SECONDS) -> dict[str, Any]:
+    """The user's own input pipeline, timed apart from training: seconds per batch (the
+    median, its first batch — the pipeline's start — left out) over a second pass of up
+    to ``n`` batches where the source can be iterated again (a ``tf.data.Dataset``, a
+    ``PyDataset``), else over the pass that materialised it (``first``: a generator is
+    read once). Read in this one thread: a ``PyDataset``'s ``workers`` are not used."""
+    out: dict[str, Any] = {}
+    if len(first) > 1:
+        out.update(pipeline_first_pass_seconds_per_batch=float(np.median(first[1:])),
+                   pipeline_first_batch_seconds=first[0],
+                   pipeline_seconds_per_batch=float(np.median(first[1:])),
+                   pipeline_batches_timed=len(first) - 1, pipeline_method="first pass")
+    if kind == "PyDataset" and (int(getattr(source, "workers", 1) or 1) > 1
+                                or getattr(source, "use_multiprocessing", False)):
+        out["pipeline_workers"] = int(getattr(source, "workers", 1) or 1)
+    if kind not in ("tf.data.Dataset", "PyDataset") or n < 3:
+        return out
+    times: list[float] = []
+    try:
+        it = iter(source) if kind == "tf.data.Dataset" else (source[i] for i in range(n))
+        # (a PyDataset's batches by index, as fit() reads them with workers=1)
+        t_end = time.perf_counter() + budget_s
+        while len(times) < n and time.perf_counter() < t_end:
+            t0 = time.perf_counter()
+            next(it)
+            times.append(time.perf_counter() - t0)
+    except StopIteration:
+        pass
+    except Exception:  # noqa: BLE001 - a source that cannot be read twice: the first pass
+        return out
+    if len(times) > 2:
+        out.update(pipeline_seconds_per_batch=float(np.median(times[1:])),
+                   pipeline_batches_timed=len(times) - 1, pipeline_method="second pass")
+    return out
+
+
 def _stack(batches: list[Any]) -> tuple[Any, Any, int]:
-    """(x, y, batch size) from a list of ``(x, y)`` batches."""
+    """(x, y, batch size) from a list of ``(x, y)`` batches (x or y: an array, or a dict
+    or list of arrays)."""
     if not batches or not isinstance(batches[0], tuple | list) or len(batches[0]) < 2:
         raise ValueError("its batches are not (x, y) pairs")
     if len(batches[0]) > 2:
         raise ValueError("its batches carry sample weights (x, y, w)")
-    xs, ys = zip(*[(b[0], b[1]) for b in batches], strict=True)
-    if isinstance(xs[0], dict | list | tuple) or isinstance(ys[0], dict | list | tuple):
-        raise ValueError("its batches have several inputs or outputs")
-    return np.concatenate(xs), np.concatenate(ys), int(len(xs[0]))
+    check_flat(batches[0][0], "batches' inputs")
+    check_flat(batches[0][1], "batches' targets")
+    xs, ys = [b[0] for b in batches], [b[1] for b in batches]
+    return concat(xs), concat(ys), n_samples(xs[0])
 
 
 def _data(fit_args: dict[str, Any]) -> dict[str, Any]:
@@ -114,26 +172,30 @@ def _data(fit_args: dict[str, Any]) -> dict[str, Any]:
     info: dict[str, Any] = {"notes": []}
     kind = _is_dataset(x)
     if kind:
+        x_source = x
         times: list[float] = []
         batches, total = _batches(x, kind, min(MAX_BATCHES, fit_args.get("steps_per_epoch")
                                                 or MAX_BATCHES), times)
         x, y, batch = _stack(batches)
-        if len(times) > 1:  # the first batch includes the pipeline's start
-            info["pipeline_seconds_per_batch"] = float(np.median(times[1:]))
-            info["pipeline_first_batch_seconds"] = times[0]
+        info.update(_time_pipeline(x_source, kind, len(batches), times))
         info.update(source=kind, batch_size=batch, batches=len(batches), total_batches=total)
         whole = total is not None and len(batches) >= total
         info["notes"].append(
             f"the {kind} was materialised: {len(batches)} batches of {batch}"
             + ("" if whole else f" (of {total if total is not None else 'an unknown number'})")
             + "; every candidate trains on these arrays, so your input pipeline is not part "
-              "of the step times (it is timed apart, while its batches are read)")
+              "of the step times (it is timed apart: "
+            + ("a second pass over it" if info.get("pipeline_method") == "second pass"
+               else "while its batches were read, once") + ")")
     else:
-        if isinstance(x, dict | list | tuple) or isinstance(y, dict | list | tuple):
-            raise ValueError("it passes several inputs or outputs (a dict or list of arrays)")
+        check_flat(x, "inputs")
+        check_flat(y, "targets")
         x, y = _np(x), _np(y)
         info.update(source="arrays")
-    if y is None or not isinstance(y, np.ndarray):
+        for what, value in (("inputs", x), ("targets", y)):
+            if is_nested(value):  # a model with named or several inputs or outputs
+                info["notes"].append(f"its {what}: {describe(value)}, kept as given")
+    if y is None:
         raise ValueError("it passes no targets (y)")
     val = fit_args.get("validation_data")
     split = fit_args.get("validation_split") or 0.0
@@ -144,13 +206,15 @@ def _data(fit_args: dict[str, Any]) -> dict[str, Any]:
             xv, yv, _ = _stack(vb)
             info["notes"].append(f"validation {vkind} materialised: {len(vb)} batches")
         else:
+            check_flat(val[0], "validation inputs")
+            check_flat(val[1], "validation targets")
             xv, yv = _np(val[0]), _np(val[1])
         info["validation"] = "validation_data"
     elif split and kind:
         raise ValueError("validation_split is given with a dataset (Keras refuses it too)")
     elif split:
-        at = int(np.floor(len(x) * (1.0 - split)))  # as Keras' train_validation_split
-        x, y, xv, yv = x[:at], y[:at], x[at:], y[at:]
+        at = int(np.floor(n_samples(x) * (1.0 - split)))  # as Keras' train_validation_split
+        x, y, xv, yv = take(x, None, at), take(y, None, at), take(x, at, None), take(y, at, None)
         info["validation"] = f"validation_split={split}"
     else:
         xv = yv = None
@@ -217,8 +281,13 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
     arrays = data.pop("arrays")
     batch = data.pop("batch_size", None) or fit_args.get("batch_size") or 32
     if not model.built:
-        model(arrays["x"][:1])
-    np.savez(out_dir / "data.npz", **arrays)
+        model(take(arrays["x"], 0, 1))
+    stored: dict[str, np.ndarray] = {}
+    structures: dict[str, Any] = {}
+    for name, value in arrays.items():
+        flat, structures[name] = to_npz(name, value)
+        stored.update(flat)
+    np.savez(out_dir / "data.npz", **stored)
     weights = [np.asarray(w) for w in model.get_weights()]
     np.savez(out_dir / "weights.npz", *weights)
     saved_error, custom = "", []
@@ -246,8 +315,9 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
     callbacks = [type(c).__name__ for c in (fit_args.get("callbacks") or [])]
     res.update(
         params=int(model.count_params()), batch_size=int(batch),
-        epochs=int(fit_args.get("epochs") or 1), samples=int(len(arrays["x"])),
-        validation_samples=int(len(arrays.get("x_val", []))), callbacks=callbacks,
+        epochs=int(fit_args.get("epochs") or 1), samples=n_samples(arrays["x"]),
+        validation_samples=n_samples(arrays["x_val"]) if "x_val" in arrays else 0,
+        callbacks=callbacks, structures=structures,
         steps_per_execution=int(getattr(model, "steps_per_execution", 1) or 1),
         jit_compile=str(getattr(model, "jit_compile", "auto")),
         dtype_policy=keras.config.dtype_policy().name,
@@ -255,7 +325,8 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
         reloadable=not saved_error and not custom and compile_info["loss"] is not None,
         saved_error=saved_error, custom_objects=custom, compile=compile_info,
         metrics=metrics, weights=len(weights), recurrent=recurrent, script_path=script,
-        timesteps=int(arrays["x"].shape[1]) if recurrent and arrays["x"].ndim == 3 else None,
+        timesteps=int(arrays["x"].shape[1]) if recurrent and isinstance(arrays["x"], np.ndarray)
+        and arrays["x"].ndim == 3 else None,
         args=list(sys.argv[1:]), **data)
     return res
 

@@ -19,29 +19,30 @@ FIT_FIX = ("return devicebench.workloads.base.Workload(...) whose make_data() ar
 
 def check(ref: str, fit: bool = True) -> dict:
     from devicebench.errors import exception_line
+    from devicebench.workloads.arrays import n_samples, take
     from devicebench.workloads.base import data_problem
     from devicebench.workloads.loader import load_workload
 
     workload = load_workload(ref)  # SpecError when it is not a Workload
     data = workload.make_data(workload.default_seed)
-    if len(data.x) != len(data.y):
-        return {"ok": False, "what": f"its data does not fit: x has {len(data.x)} samples, "
-                                     f"y has {len(data.y)}", "fix": FIT_FIX}
+    if n_samples(data.x) != n_samples(data.y):
+        return {"ok": False, "what": f"its data does not fit: x has {n_samples(data.x)} "
+                                     f"samples, y has {n_samples(data.y)}", "fix": FIT_FIX}
     problem = data_problem(data)
     if problem is not None:
         return {"ok": False, "what": problem[0], "fix": problem[1]}
     if not fit:
-        return {"ok": True, "samples": len(data.x)}
+        return {"ok": True, "samples": n_samples(data.x)}
     import keras
 
     model = workload.built_model(keras)
     model.compile(loss=workload.loss, optimizer=workload.optimizer(keras))
     try:
-        model.test_on_batch(data.x[:2], data.y[:2])
+        model.test_on_batch(take(data.x, 0, 2), take(data.y, 0, 2))
     except Exception as exc:  # the user's data and model disagree
         return {"ok": False, "what": f"its data does not fit the model: {exception_line(exc)}",
                 "fix": FIT_FIX}
-    return {"ok": True, "samples": len(data.x)}
+    return {"ok": True, "samples": n_samples(data.x)}
 
 
 def main(argv: list[str]) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from devicebench.workloads.arrays import from_npz, n_samples, take
 from devicebench.workloads.base import TrainData, Workload
 
 
@@ -68,8 +69,11 @@ def captured_workload(workload_py: str) -> Workload:
     directory = Path(workload_py).resolve().parent
     info = json.loads((directory / "capture.json").read_text(encoding="utf-8"))
     weights = _weights(directory)
+    structures = info.get("structures") or {}
     with np.load(directory / "data.npz") as npz:
-        arrays = {k: npz[k] for k in npz.files}
+        stored = {k: npz[k] for k in npz.files}
+    arrays = {name: from_npz(name, stored, structures.get(name))
+              for name in ("x", "y", "x_val", "y_val") if name in structures or name in stored}
     models: list[Any] = []
     if not info.get("reloadable"):
         models.append(_rerun(directory, info))  # its loss/optimizer come from the script
@@ -88,7 +92,7 @@ def captured_workload(workload_py: str) -> Workload:
         else:
             model = _rerun(directory, info)
         if not model.built:  # a subclassed model builds at its first call
-            model(arrays["x"][:1])
+            model(take(arrays["x"], 0, 1))
         model.set_weights(weights)
         return model
 
@@ -106,7 +110,7 @@ def captured_workload(workload_py: str) -> Workload:
         return k.optimizers.get(comp["optimizer"])
 
     validation = (arrays["x_val"], arrays["y_val"]) if "x_val" in arrays else None
-    note = f"the data your script passes to fit() ({len(arrays['x'])} samples)"
+    note = f"the data your script passes to fit() ({n_samples(arrays['x'])} samples)"
     if info.get("source") and info["source"] != "arrays":
         note = (f"{info.get('batches')} batches materialised from your {info['source']} "
                 "(your pipeline is timed apart, at capture)")

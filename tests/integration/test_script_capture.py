@@ -65,7 +65,8 @@ def test_args_after_dashes_a_tf_data_pipeline_and_two_fits(tmp_path: Path) -> No
     i = cap.info
     assert (i["epochs"], i["batch_size"], i["source"]) == (7, 32, "tf.data.Dataset")
     assert i["batches"] == 5 and i["samples"] == 160
-    assert i["pipeline_seconds_per_batch"] > 0  # the user's own pipeline, timed apart
+    assert i["pipeline_seconds_per_batch"] > 0  # the user's own pipeline, timed apart:
+    assert i["pipeline_method"] == "second pass"  # a tf.data.Dataset is iterated again
     assert any("materialised: 5 batches of 32" in n and "not part of the step times" in n
                for n in cap.notes)
     assert "more than once" in cap.notes[0] and f"{script}:19" in cap.notes[0]

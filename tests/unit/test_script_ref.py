@@ -82,5 +82,9 @@ def test_validation_split_takes_the_last_fraction_as_keras_does() -> None:
     a = info["arrays"]
     assert a["x"][:, 0].tolist() == [0, 1, 2, 3, 4, 5, 6] and len(a["x_val"]) == 3
     assert info["validation"] == "validation_split=0.25"
-    with pytest.raises(ValueError, match="several inputs"):
-        cw._data({"x": {"a": x}, "y": x})
+    # named inputs (a dict of arrays) split the same way, every array at the same row
+    named = cw._data({"x": {"a": x, "b": 2 * x}, "y": x, "validation_split": 0.25})["arrays"]
+    assert named["x"]["b"][:, 0].tolist() == [0, 2, 4, 6, 8, 10, 12]
+    assert named["x_val"]["a"][:, 0].tolist() == [7, 8, 9]
+    with pytest.raises(ValueError, match="more than one level deep"):
+        cw._data({"x": {"a": {"inner": x}}, "y": x})
