@@ -26,6 +26,7 @@ _HOST_METHODS = {"summary", "save", "save_weights", "load_weights", "get_weights
                  "train", "eval", "to", "cuda", "cpu", "numpy", "item", "tolist", "fit",
                  "evaluate", "predict", "predict_on_batch", "train_on_batch", "test_on_batch",
                  "size", "dim", "append", "keys", "values", "items", "count_params", "zero_grad"}
+_TRANSFORMS = {"jit", "pmap", "vmap", "grad", "value_and_grad", "shard_map", "xmap"}
 _GPU_WORDS = ("cuda", "mps", "device", "accelerator", "xpu", "gpu", "tpu")
 
 
@@ -103,6 +104,8 @@ def is_device_work(ctx: Context, node: ast.AST) -> bool:
     if ctx.is_tensor_op(node) and not ctx.is_sync(node):
         return True
     func = node.func
+    if isinstance(func, ast.Call):  # jax.vmap(f)(x), or `map_fn(f)(x)` with map_fn a transform
+        return bool(ctx.compiler(func)) or _jax_transform(ctx, func.func)
     if isinstance(func, ast.Name):
         return func.id in wrapped_models(ctx) or func.id in device_values(ctx)
     if not isinstance(func, ast.Attribute) or ctx.is_sync(node) or func.attr in _HOST_METHODS:
@@ -115,6 +118,17 @@ def is_device_work(ctx: Context, node: ast.AST) -> bool:
         return recv.id in values or recv.id in wrapped_models(ctx)
     return isinstance(recv, ast.Attribute) and ("." + recv.attr in values
                                                 or root_name(recv) in values)
+
+
+def _jax_transform(ctx: Context, node: ast.AST) -> bool:
+    """``jax.vmap``/``jax.pmap``/... or a name bound to one (``map_fn = jax.pmap if n > 1
+    else jax.vmap``): calling what it returns runs device work."""
+    if ctx.resolve(node).startswith("jax.") and last_name(node) in _TRANSFORMS:
+        return True
+    values = ctx.assigns.get(node.id, []) if isinstance(node, ast.Name) else []
+    return bool(values) and all(
+        all(_jax_transform(ctx, b) for b in (v.body, v.orelse)) if isinstance(v, ast.IfExp)
+        else not isinstance(v, ast.Name) and _jax_transform(ctx, v) for v in values)
 
 
 def framework_used(ctx: Context) -> bool:

@@ -25,7 +25,9 @@ from devicebench.script_check.dataflow import (
 )
 
 CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
-          "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"}
+          "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer",
+          "time.process_time", "time.process_time_ns", "time.thread_time",
+          "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today"}
 OPS = "run `devicebench ops` for a sweep with warm-up, sync and the CPU/GPU crossover size"
 
 
