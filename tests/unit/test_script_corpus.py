@@ -61,9 +61,13 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # Rules then written against every set but round2_heldout, frozen at 05d7754; round2_heldout
 # (never checked before) measured once there: 8/16 with 2 false alarms -- the untouched
 # figure, and its floor below; no rule was changed after it.
-MEASURED = {"dev": (20, 1), "heldout": (26, 2), "fresh": (14, 0), "new_dev": (14, 1),
-            "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (14, 1),
-            "round3_dev": (10, 1)}
+# Fourth round (corpus_round3, split by random.Random(26) before any rule; round2_heldout
+# dev material from now on): the serial tf.data map rule also flags tfdocs_128's
+# `.map(load_and_preprocess)` (true -- TensorFlow's tutorial later parallelised it -- but the
+# review thread names only repeat-before-shuffle: counted as a false alarm, heldout 2 -> 3).
+MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
+            "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
+            "round3_dev": (14, 1)}
 
 
 def _header(path: Path) -> str:

@@ -191,3 +191,101 @@ def test_a_trained_module_never_moved_although_a_cuda_device_is_picked() -> None
     helper = source.replace("net = ConvNet()\n", "net = ConvNet()\n        net = setup(net)\n")
     helper = "def setup(m):\n    return m.to(device)\n\n" + helper.replace("        ", "")
     assert ids_at(helper, "script.model-not-on-device") == []
+
+
+def test_tf_data_map_without_num_parallel_calls() -> None:
+    source = """\
+        import tensorflow as tf
+
+        def parse(record):
+            ex = tf.io.parse_single_example(record, spec)
+            return tf.io.decode_jpeg(ex["image"]), ex["label"]
+
+        def cast(image, label):
+            return tf.cast(image, tf.float32), label
+
+        ds = tf.data.TFRecordDataset(files)
+        ds = ds.map(parse)
+        ds = ds.map(cast)
+        ds = ds.batch(32).prefetch(tf.data.AUTOTUNE)
+    """
+    assert ids_at(source, "script.tfdata-serial-map", "warning") == [11]
+    assert ids_at(source, "script.tfdata-serial-map", "info") == [12]  # cheap: only a cast
+    parallel = source.replace("ds.map(parse)", "ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)"
+                              ).replace("ds.map(cast)", "ds.map(cast, num_parallel_calls=4)")
+    assert ids_at(parallel, "script.tfdata-serial-map") == []
+    hf = "import datasets\nds = datasets.load_dataset('x').shuffle().map(tokenize)\n"
+    assert ids_at(hf, "script.tfdata-serial-map") == []  # not tf.data
+
+
+def test_tensor_given_where_torch_takes_a_python_scalar_syncs() -> None:
+    source = """\
+        import torch
+
+        def orthogonalize(p, grad):
+            w, g = p.view(-1), grad.view(-1)
+            proj = torch.dot(w, g) / torch.dot(w, w)
+            return g.sub(w, alpha=proj)
+
+        class Opt(torch.optim.Optimizer):
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.grad.copy_(orthogonalize(p, p.grad))
+
+        opt = Opt(model.parameters(), {})
+        for x, y in loader:
+            model(x.cuda()).sum().backward()
+            opt.step()
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [6]
+    fixed = source.replace("g.sub(w, alpha=proj)", "g.sub(w * proj)")
+    assert ids_at(fixed, "script.sync-in-step-loop") == []
+    number = source.replace("proj = torch.dot(w, g) / torch.dot(w, w)", "proj = 0.5")
+    assert ids_at(number, "script.sync-in-step-loop") == []
+
+
+def test_batches_copied_blocking_from_an_unpinned_loader() -> None:
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        def get_loader(ds, **kwargs):
+            return DataLoader(ds, batch_size=8, **kwargs)
+
+        device = torch.device("cuda")
+        loader = get_loader(ds, num_workers=4)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """
+    assert ids_at(source, "script.blocking-h2d-copy", "info") == [10]
+    pinned = source.replace("num_workers=4", "num_workers=4, pin_memory=True").replace(
+        "x.to(device), y.to(device)", "x.to(device, non_blocking=True), y.to(device, "
+        "non_blocking=True)")
+    assert ids_at(pinned, "script.blocking-h2d-copy") == []
+    assert ids_at(source.replace('"cuda"', '"cpu"'), "script.blocking-h2d-copy") == []
+
+
+def test_module_defined_here_inside_a_model_built_elsewhere() -> None:
+    source = """\
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def forward(self, x):
+                bases = torch.rand((4, 8)).to(x.device)
+                return x @ bases
+
+        model = SegModel(decode_head=Head()).cuda()
+        for images, masks in loader:
+            loss = criterion(model(images.cuda()), masks.cuda())
+            loss.backward()
+            optimizer.step()
+    """
+    assert ids_at(source, "script.per-step-copy") == [6]
+    on_device = source.replace("torch.rand((4, 8)).to(x.device)",
+                               "torch.rand((4, 8), device=x.device)")
+    assert ids_at(on_device, "script.per-step-copy") == []
