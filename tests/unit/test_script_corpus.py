@@ -65,9 +65,12 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # dev material from now on): the serial tf.data map rule also flags tfdocs_128's
 # `.map(load_and_preprocess)` (true -- TensorFlow's tutorial later parallelised it -- but the
 # review thread names only repeat-before-shuffle: counted as a false alarm, heldout 2 -> 3).
+# Rules written against every set but round3_heldout, frozen at 2f9fbe0; round3_heldout
+# (never checked before) measured once there: 11/20 with 2 false alarms -- the untouched
+# figure, and its floor below; no rule was changed after it.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
-            "round3_dev": (14, 1)}
+            "round3_dev": (14, 1), "round3_heldout": (11, 2)}
 
 
 def _header(path: Path) -> str:
@@ -171,7 +174,8 @@ def test_split_is_by_url_hash() -> None:
 
 
 @pytest.mark.parametrize("half", ["dev", "heldout", "fresh", "new_dev", "new_heldout",
-                                  "round2_dev", "round2_heldout", "round3_dev"])
+                                  "round2_dev", "round2_heldout", "round3_dev",
+                                  "round3_heldout"])
 def test_corpus_half(half: str) -> None:
     """Recall at the right line and false alarms on one half; printed with -s."""
     total, found, missed, alarms = measure(half)
@@ -182,8 +186,11 @@ def test_corpus_half(half: str) -> None:
              "new_heldout": "new_heldout (seen since; untouched it was 7/16 with 4 false "
                             "alarms)",
              "round2_dev": "round2_dev (rules written against it; 3/15 before)",
-             "round2_heldout": "round2_heldout (UNTOUCHED: measured once, with the rules "
-                               "frozen at 05d7754)"}.get(half, half)
+             "round2_heldout": "round2_heldout (seen since; untouched it was 8/16 with 2 false "
+                               "alarms)",
+             "round3_dev": "round3_dev (rules written against it; 7/14 with 1 before)",
+             "round3_heldout": "round3_heldout (UNTOUCHED: measured once, with the rules "
+                               "frozen at 2f9fbe0)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")
