@@ -32,6 +32,7 @@ from devicebench.script_check import (
     placement_rules,
     reach_rules,
     shape_rules,
+    sync_rules,
     tf_rules,
     timing_rules,
     torch_rules,
@@ -42,8 +43,9 @@ from devicebench.script_check.source import Notebook, read_notebook, read_text
 __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_source",
            "inspect_script", "read_script"]
 # importing the rule modules registers their rules
-_RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, tf_rules, jax_rules,
-                 torch_rules, shape_rules, placement_rules, data_rules, loop_rules, reach_rules)
+_RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_rules,
+                 jax_rules, torch_rules, shape_rules, placement_rules, data_rules, loop_rules,
+                 reach_rules)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Input-pipeline and host-work rules (issue 24, classes 15 and 19): ``tf.data`` ordering,
-JAX host ops between jitted steps."""
+"""Input-pipeline and host-work rules (issue 24, classes 15 and 19): ``tf.data`` ordering
+and serial maps, JAX host ops between jitted steps."""
 
 from __future__ import annotations
 
@@ -114,6 +114,41 @@ def tfdata_order(ctx: Context) -> None:
             ctx.add("script.tfdata-order", "info", seq[first["prefetch"]],
                     "`prefetch` is not the last transformation",
                     reason="`prefetch` overlaps the whole pipeline with training only at its end")
+
+
+_CHEAP = {"cast", "reshape", "expand_dims", "squeeze", "identity", "one_hot", "ensure_shape"}
+
+
+@rule("script.tfdata-serial-map",
+      "`Dataset.map` runs its function on one element at a time",
+      "without `num_parallel_calls`, tf.data applies the function sequentially, on one "
+      "thread; {cost} bounds the whole input pipeline, and the device waits for it "
+      "(https://www.tensorflow.org/guide/data_performance#parallelizing_data_transformation)",
+      "`.map({fn}, num_parallel_calls=tf.data.AUTOTUNE)` (the output order stays the same; "
+      "`deterministic=False` trades order for more speed)")
+def tfdata_serial_map(ctx: Context) -> None:
+    if not ctx.uses("tensorflow"):
+        return
+    seen: set[int] = set()
+    for seq in _pipelines(ctx):
+        for c in seq:
+            if last_name(c) != "map" or id(c) in seen or not c.args or len(c.args) > 1 or any(
+                    k.arg == "num_parallel_calls" for k in c.keywords):
+                continue
+            seen.add(id(c))
+            fn = c.args[0]
+            body = fn.body if isinstance(fn, ast.Lambda) else ctx.funcs[fn.id].body if (
+                isinstance(fn, ast.Name) and fn.id in ctx.funcs) else None
+            calls = [] if body is None else [n for n in walk(
+                body if isinstance(body, list) else [body]) if isinstance(n, ast.Call)]
+            cheap = body is not None and all(last_name(n) in _CHEAP for n in calls)
+            ctx.add("script.tfdata-serial-map", "info" if cheap else "warning", c,
+                    f"`{ast.unparse(fn)[:40]}` " + (
+                        "only casts or reshapes: cheap, but still one element at a time"
+                        if cheap else "is mapped with no `num_parallel_calls`"),
+                    fn=ast.unparse(fn)[:40],
+                    cost="its per-element work" if cheap else "parsing and decoding each "
+                    "element on one thread")
 
 
 def _random_map(ctx: Context, seq: list[ast.Call], first: dict[str, int]) -> str | None:

@@ -26,6 +26,7 @@ _HOST_METHODS = {"summary", "save", "save_weights", "load_weights", "get_weights
                  "train", "eval", "to", "cuda", "cpu", "numpy", "item", "tolist", "fit",
                  "evaluate", "predict", "predict_on_batch", "train_on_batch", "test_on_batch",
                  "size", "dim", "append", "keys", "values", "items", "count_params", "zero_grad"}
+_TRANSFORMS = {"jit", "pmap", "vmap", "grad", "value_and_grad", "shard_map", "xmap"}
 _GPU_WORDS = ("cuda", "mps", "device", "accelerator", "xpu", "gpu", "tpu")
 
 
@@ -103,6 +104,8 @@ def is_device_work(ctx: Context, node: ast.AST) -> bool:
     if ctx.is_tensor_op(node) and not ctx.is_sync(node):
         return True
     func = node.func
+    if isinstance(func, ast.Call):  # jax.vmap(f)(x), or `map_fn(f)(x)` with map_fn a transform
+        return bool(ctx.compiler(func)) or _jax_transform(ctx, func.func)
     if isinstance(func, ast.Name):
         return func.id in wrapped_models(ctx) or func.id in device_values(ctx)
     if not isinstance(func, ast.Attribute) or ctx.is_sync(node) or func.attr in _HOST_METHODS:
@@ -115,6 +118,17 @@ def is_device_work(ctx: Context, node: ast.AST) -> bool:
         return recv.id in values or recv.id in wrapped_models(ctx)
     return isinstance(recv, ast.Attribute) and ("." + recv.attr in values
                                                 or root_name(recv) in values)
+
+
+def _jax_transform(ctx: Context, node: ast.AST) -> bool:
+    """``jax.vmap``/``jax.pmap``/... or a name bound to one (``map_fn = jax.pmap if n > 1
+    else jax.vmap``): calling what it returns runs device work."""
+    if ctx.resolve(node).startswith("jax.") and last_name(node) in _TRANSFORMS:
+        return True
+    values = ctx.assigns.get(node.id, []) if isinstance(node, ast.Name) else []
+    return bool(values) and all(
+        all(_jax_transform(ctx, b) for b in (v.body, v.orelse)) if isinstance(v, ast.IfExp)
+        else not isinstance(v, ast.Name) and _jax_transform(ctx, v) for v in values)
 
 
 def framework_used(ctx: Context) -> bool:
@@ -212,6 +226,27 @@ def _instances(ctx: Context) -> dict[str, ast.ClassDef]:
     return out
 
 
+def _parts(ctx: Context) -> dict[str, list[ast.ClassDef]]:
+    """Models built by a class from elsewhere out of modules defined here
+    (``model = SegModel(decode_head=NMF2D()).cuda()``): calling ``model`` runs their
+    ``forward``."""
+    out: dict[str, list[ast.ClassDef]] = {}
+    for name, values in ctx.assigns.items():
+        for v in values:
+            while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and (
+                    v.func.attr in ("to", "cuda", "eval", "train", "half", "float")):
+                v = v.func.value
+            if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)) or (
+                    v.func.id in ctx.classes):
+                continue
+            for a in [*v.args, *(k.value for k in v.keywords)]:
+                if isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and any(
+                        last_name(b) in ("Module", "Layer") for b in getattr(
+                            ctx.classes.get(a.func.id), "bases", [])):
+                    out.setdefault(name, []).append(ctx.classes[a.func.id])
+    return out
+
+
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     return next((s for s in cls.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
                  and s.name == name), None)
@@ -223,7 +258,7 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
     ``f(x)``, ``self.f(x)`` / ``cls.f(x)``, a call of an instance of a class defined here
     (``model(x)`` runs its ``forward``/``__call__``) and its methods (``agent.act(x)``),
     followed ``depth`` calls deep; compiled functions are left out (their body is a graph)."""
-    inst = _instances(ctx)
+    inst, parts = _instances(ctx), _parts(ctx)
     out: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]] = []
     seen: set[int] = set()
     frontier = [(r, None) for r in roots]
@@ -243,11 +278,15 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                         fn = ctx.funcs.get(f.attr)
                     elif f.value.id in inst:
                         fn = _method(inst[f.value.id], f.attr)
-                if fn is None or id(fn) in seen or fn.name in ctx.compiled or any(
-                        ctx.compiler(d) for d in fn.decorator_list):
-                    continue
-                seen.add(id(fn))
-                out.append((via or n, fn))
-                nxt += [(s, via or n) for s in fn.body]
+                fns = [fn] if fn is not None else [
+                    m for c in parts.get(f.id, []) if (m := _method(c, "forward")) is not None
+                ] if isinstance(f, ast.Name) else []
+                for fn in fns:
+                    if id(fn) in seen or fn.name in ctx.compiled or any(
+                            ctx.compiler(d) for d in fn.decorator_list):
+                        continue
+                    seen.add(id(fn))
+                    out.append((via or n, fn))
+                    nxt += [(s, via or n) for s in fn.body]
         frontier = nxt
     return out

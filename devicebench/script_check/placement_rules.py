@@ -277,6 +277,7 @@ def model_not_on_device(ctx: Context) -> None:
     uses = next((ctx.resolve(c.func) for c in ctx.calls() if ctx.resolve(c.func).startswith(
         ("torch.cuda.Event", "torch.cuda.synchronize"))), "")
     if not uses:
+        _trained_off_device(ctx)
         return
     for n in ast.walk(ctx.tree):
         if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
@@ -290,6 +291,54 @@ def model_not_on_device(ctx: Context) -> None:
             ctx.add("script.model-not-on-device", "warning", n,
                     f"no `.to(...)`/`.cuda()` of `{sorted(names)[0]}` or of what is made from it",
                     uses=f"`{uses}`", model=sorted(names)[0])
+
+
+_MOVERS = ("prepare", "fit", "Trainer", "DataParallel", "DistributedDataParallel", "FSDP",
+           "fully_shard", "setup", "wrap")
+
+
+def _trained_off_device(ctx: Context) -> None:
+    """``script.model-not-on-device`` for a module built from a class (``net = Net()``) whose
+    parameters are trained (``.parameters()`` given to an optimizer, a ``backward()`` in the
+    file) in a script that picks a CUDA device (``torch.device("cuda" ...)``) but never moves
+    that module -- nor passes it to a trainer/launcher or a local function that moves it."""
+    device = next((v for vs in ctx.assigns.values() for v in vs if isinstance(v, ast.Call)
+                   and ctx.resolve(v.func) == "torch.device" and "cuda" in ast.unparse(v)), None)
+    if device is None or not any(last_name(c) == "backward" for c in ctx.calls()):
+        return
+    trained = {c.func.value.id for c in ctx.calls() if isinstance(c.func, ast.Attribute)
+               and c.func.attr in ("parameters", "named_parameters")
+               and isinstance(c.func.value, ast.Name)}
+    for n in ctx.tree.body:
+        if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(
+                n.value.func, ast.Name) and n.value.func.id[:1].isupper()):
+            continue
+        names = set(target_names(n.targets[0])) & trained
+        if not names or _moved(ctx, names) or _handed_over(ctx, names):
+            continue
+        name = sorted(names)[0]
+        ctx.add("script.model-not-on-device", "warning", n,
+                f"`{ast.unparse(device)[:50]}` picks the GPU, but no `.to(...)`/`.cuda()` of "
+                f"`{name}` or of what is made from it", uses=f"`{ast.unparse(device)[:40]}`",
+                model=name)
+
+
+def _handed_over(ctx: Context, names: set[str]) -> bool:
+    """Whether a model is passed to a trainer/launcher that places it (accelerate's
+    ``prepare``, Lightning's ``fit``, DDP, ...) or to a local function that moves its
+    argument (``def setup(m): return m.to(device)``)."""
+    for c in ctx.calls():
+        args = [a for a in [*c.args, *(k.value for k in c.keywords)]
+                if isinstance(a, ast.Name) and a.id in names]
+        if not args:
+            continue
+        if any(w in last_name(c) for w in _MOVERS):
+            return True
+        fn = ctx.funcs.get(c.func.id) if isinstance(c.func, ast.Name) else None
+        if fn is not None and any(isinstance(m, ast.Call) and last_name(m) in ("to", "cuda")
+                                  for m in ast.walk(fn)):
+            return True
+    return False
 
 
 def _names_cuda(test: ast.AST) -> bool:

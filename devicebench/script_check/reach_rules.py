@@ -103,6 +103,17 @@ def host_copies(ctx: Context) -> None:
                 break  # one finding per function: its other copies are the same pitfall
 
 
+def _returns_compiled(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A factory: ``fn`` returns a compiled function (``return jax.jit(inner)``, or a nested
+    ``@jax.jit`` def): its body runs once per factory call, not per step."""
+    nested = {d.name for d in ast.walk(fn) if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)
+              and any(ctx.compiler(x) for x in d.decorator_list)}
+    return any(isinstance(r, ast.Return) and r.value is not None and (
+        ctx.compiler(r.value) if isinstance(r.value, ast.Call) else
+        isinstance(r.value, ast.Name) and (r.value.id in nested or r.value.id in ctx.compiled))
+        for r in walk(fn.body))
+
+
 def unjitted_jax_callee(ctx: Context) -> None:
     """``script.jax-host-op-in-loop`` for a function made of JAX ops, with no loop of its own,
     called by name per iteration but never jitted while the file jits other functions: its
@@ -117,10 +128,11 @@ def unjitted_jax_callee(ctx: Context) -> None:
                 continue
             fn = ctx.funcs.get(n.func.id)
             if fn is None or fn.name in ctx.compiled or any(
-                    isinstance(x, LOOPS) for x in ast.walk(fn)) or any(
-                    ctx.compiler(d) for d in fn.decorator_list):
+                    isinstance(x, LOOPS) for x in walk(fn.body)) or any(
+                    ctx.compiler(d) for d in fn.decorator_list) or _returns_compiled(ctx, fn):
                 continue
-            ops = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and (
+            # its own body only: the ops of functions nested in it run when those are called
+            ops = [c for c in walk(fn.body) if isinstance(c, ast.Call) and (
                 ctx.resolve(c.func).startswith("jax.") or isinstance(c.func, ast.Attribute)
                 and c.func.attr in ("log_prob", "apply", "mean", "sum"))]
             if len(ops) < 2:

@@ -9,13 +9,8 @@ from collections.abc import Iterator
 
 from devicebench.script_check.ast_tools import LOOPS, keyword, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.varying import PADDERS, PER_ITEM, Varying
 
-_CREATORS = {"randn", "rand", "zeros", "ones", "empty", "full", "randint", "normal", "uniform",
-             "arange", "linspace"}
-_RANDOM_INTS = {"numpy.random.randint", "random.randint", "random.randrange", "random.choice",
-                "numpy.random.choice"}
-_PADDERS = ("pad_sequence", "pad_to_longest", "pad_batch")
-_PER_ITEM = ("video", "path", "file", "image", "img")
 _HOW = {"torch": "`torch.compile`", "jax": "`jax.jit`", "tf": "`tf.function`"}
 _FIX = {"torch": "pad every batch to one length (or a few bucket lengths), or mark the "
                  "dimension dynamic once (`torch._dynamo.mark_dynamic(x, 0)`); `TORCH_LOGS="
@@ -24,19 +19,6 @@ _FIX = {"torch": "pad every batch to one length (or a few bucket lengths), or ma
                "`jax.config.update('jax_log_compiles', True)` shows each compilation",
         "tf": "give the function an `input_signature` with `None` for the varying dimension, "
               "or `reduce_retracing=True`; pass tensors, not Python numbers"}
-
-
-def _shape_args(call: ast.Call, resolved: str) -> list[ast.expr]:
-    """The positional arguments of a tensor creator that set its shape: not ``full``'s
-    fill value, ``randint``'s bounds or ``normal``'s loc and scale, nor a JAX key."""
-    name = last_name(call)
-    if resolved.startswith("jax.random."):
-        return call.args[1:]
-    if name == "full":
-        return call.args[:1]
-    if name in ("randint", "normal", "uniform"):
-        return call.args[2:]
-    return call.args
 
 
 def _compiled_calls(ctx: Context, loop: ast.AST) -> Iterator[tuple[ast.Call, str]]:
@@ -55,112 +37,6 @@ def _compiled_calls(ctx: Context, loop: ast.AST) -> Iterator[tuple[ast.Call, str
     yield from visit(loop.body, 2)  # type: ignore[attr-defined]
 
 
-class _Varying:
-    """Names bound, inside one loop, to values whose size changes from one iteration to the
-    next: random or per-iteration sizes, tensors created with them, padded batches."""
-
-    def __init__(self, ctx: Context, loop: ast.For | ast.AsyncFor | ast.While) -> None:
-        self.ctx = ctx
-        self.sizes: set[str] = set()   # ints that change per iteration
-        self.shaped: set[str] = set()  # tensors whose shape changes per iteration
-        self.why: dict[str, str] = {}
-        self.per_item = False  # a loop over files/videos/images: each has its own size
-        self.guess: set[str] = set()  # shaped by a guess (the data's sizes are not in the file)
-        if isinstance(loop, ast.For | ast.AsyncFor):
-            if isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "range":
-                self.sizes |= set(target_names(loop.target))
-            elif isinstance(loop.iter, ast.List | ast.Tuple) and len({ast.dump(e) for e in
-                                                                    loop.iter.elts}) > 1:
-                self.sizes |= set(target_names(loop.target))  # for n in [5, 8, 10]
-                for name in target_names(loop.target):
-                    self.why[name] = f"`{name}` takes the values of `{ast.unparse(loop.iter)}`"
-            elif isinstance(loop.iter, ast.Name) and any(
-                    "shape" in loop.iter.id or "size" in loop.iter.id for _ in [0]):
-                self.sizes |= set(target_names(loop.target))  # for n in shape_array
-            loader = loop.iter.args[0] if isinstance(loop.iter, ast.Call) and last_name(
-                loop.iter) == "enumerate" and loop.iter.args else loop.iter
-            if isinstance(loader, ast.Name) and any(
-                    isinstance(v, ast.Call) and (any(
-                        k.arg == "collate_fn" and "pad" in ast.unparse(k.value).lower()
-                        for k in v.keywords) or _padded_batch(v))
-                    for v in ctx.assigns.get(loader.id, [])):
-                for name in target_names(loop.target):
-                    self.shaped.add(name)
-                    self.why[name] = (f"`{loader.id}` pads each batch to its own longest "
-                                      "element (its collate_fn or padded_batch), so lengths "
-                                      "change per batch")
-            self.per_item = isinstance(loop.iter, ast.Name) and any(
-                w in loop.iter.id.lower() for w in _PER_ITEM)
-        for _ in range(2):
-            for n in walk(loop.body, lambda x: isinstance(x, LOOPS)):
-                if isinstance(n, ast.Assign):
-                    for t in n.targets:
-                        for name in target_names(t):
-                            self._bind(name, n.value)
-
-    def _bind(self, name: str, value: ast.expr) -> None:
-        if isinstance(value, ast.Call) and self.ctx.resolve(value.func) in _RANDOM_INTS:
-            self.sizes.add(name)
-            self.why[name] = f"`{name}` is drawn at random each iteration"
-        elif name not in self.sizes and self._python_number_of(value):
-            v = self._python_number_of(value)
-            self.sizes.add(name)
-            self.why[name] = (f"`{name}` is a Python number computed from `{v}`, which changes "
-                              "every iteration")
-        elif self.shape_of(value):
-            self.shaped.add(name)
-            self.why.setdefault(name, self.shape_of(value))
-        elif self.per_item and isinstance(value, ast.Call) and any(
-                w in last_name(value).lower() for w in ("read", "load", "imread", "open")):
-            self.shaped.add(name)
-            self.guess.add(name)
-            self.why[name] = (f"`{name}` is read from one file per iteration "
-                              f"(`{ast.unparse(value)[:40]}`); items of their own size each "
-                              "give new shapes")
-
-    def _python_number_of(self, value: ast.expr) -> str:
-        """The changing number a plain Python arithmetic expression is computed from ("" if
-        none, or if the expression makes a tensor)."""
-        if not isinstance(value, ast.BinOp | ast.Call | ast.UnaryOp | ast.IfExp):
-            return ""
-        calls = [c for c in ast.walk(value) if isinstance(c, ast.Call)]
-        if any(self.ctx.is_tensor_op(c) or last_name(c) in _CREATORS or isinstance(
-                c.func, ast.Attribute) for c in calls):
-            return ""
-        if isinstance(value, ast.Call) and last_name(value) not in ("min", "max", "float", "int",
-                                                                      "round", "abs") and not (
-                isinstance(value.func, ast.Name) and value.func.id in self.ctx.funcs):
-            return ""
-        return next((n.id for n in ast.walk(value) if isinstance(n, ast.Name)
-                     and n.id in self.sizes), "")
-
-    def inherit(self, outer: _Varying) -> None:
-        """Numbers that change per iteration of an enclosing loop change between calls too."""
-        for name in outer.sizes - self.sizes:
-            self.sizes.add(name)
-            self.why.setdefault(name, outer.why.get(name, f"`{name}` changes every iteration "
-                                                         "of an enclosing loop"))
-
-    def shape_of(self, node: ast.AST) -> str:
-        """Why ``node``'s shape changes per iteration ("" if it does not, as far as seen)."""
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name) and n.id in self.shaped:
-                return self.why.get(n.id, f"`{n.id}` changes shape")
-            if isinstance(n, ast.Call) and last_name(n) in _PADDERS:
-                return (f"`{last_name(n)}` pads each batch to its own longest element, so the "
-                        "length changes from batch to batch")
-            if isinstance(n, ast.Call) and last_name(n) in _CREATORS:
-                args = _shape_args(n, self.ctx.resolve(n.func))
-                names = {m.id for a in [*args, *(k.value for k in n.keywords if k.arg in (
-                    "shape", "size"))] for m in ast.walk(a) if isinstance(m, ast.Name)}
-                hit = names & self.sizes
-                if hit:
-                    v = sorted(hit)[0]
-                    return (self.why.get(v, f"`{v}` changes every iteration") +
-                            f" and sizes `{ast.unparse(n)[:60]}`")
-        return ""
-
-
 @rule("script.recompile-shapes",
       "a compiled function called with a different shape on every step",
       "{how} specialises the compiled code to the shapes (and Python numbers) it was called "
@@ -171,17 +47,17 @@ def recompile_shapes(ctx: Context) -> None:
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue
-        varying = _Varying(ctx, loop)
+        varying = Varying(ctx, loop)
         outer = ctx.enclosing(loop, LOOPS)
         while outer is not None and not ctx.is_compiled_scope(outer):
-            varying.inherit(_Varying(ctx, outer))  # type: ignore[arg-type]
+            varying.inherit(Varying(ctx, outer))  # type: ignore[arg-type]
             outer = ctx.enclosing(outer, LOOPS)
         for call, kind in _compiled_calls(ctx, loop):
             why = next((varying.shape_of(a) for a in [*call.args, *(k.value for k in
                         call.keywords)] if varying.shape_of(a)), "")
             if not why and kind in ("torch", "tf"):
-                num = next((a.id for a in call.args if isinstance(a, ast.Name)
-                            and a.id in varying.sizes), "")
+                num = next((ast.unparse(a) for a in call.args if isinstance(
+                    a, ast.Name | ast.Subscript) and ast.unparse(a) in varying.sizes), "")
                 if num:
                     why = (varying.why.get(num, f"the Python number `{num}` changes every "
                                                 "iteration") + "; it is passed as an argument "
@@ -190,20 +66,14 @@ def recompile_shapes(ctx: Context) -> None:
             if why:
                 guessed = any(isinstance(x, ast.Name) and x.id in varying.guess
                               for arg in call.args for x in ast.walk(arg)) or (
-                    kind == "torch" and "pads" in why and _torch_mode(ctx, call) != "cuda-graphs")
-                if guessed and "pads" in why:
+                    kind == "torch" and ("pads" in why or "tokenized" in why)
+                    and _torch_mode(ctx, call) != "cuda-graphs")
+                if guessed and ("pads" in why or "tokenized" in why):
                     why += ("; torch.compile recompiles once and then treats the length as "
                             "dynamic (less specialised kernels); with mode='reduce-overhead' "
                             "each length records its own CUDA graph")
                 ctx.add("script.recompile-shapes", "info" if guessed else "warning", call, why,
                         how=_HOW[kind], fixtext=_FIX[kind])
-                break
-
-
-def _padded_batch(call: ast.Call) -> bool:
-    """``ds.padded_batch(n)`` without ``padded_shapes``: each batch padded to its own longest."""
-    return any(isinstance(c, ast.Call) and last_name(c) == "padded_batch" and not (
-        keyword(c, "padded_shapes") or len(c.args) > 1) for c in ast.walk(call))
 
 
 def _torch_mode(ctx: Context, call: ast.Call) -> str:
@@ -284,19 +154,28 @@ def _is_tf_data(ctx: Context, node: ast.AST, seen: set[str] | None = None) -> bo
 
 
 def _benchmark_on(ctx: Context) -> ast.Assign | None:
+    """``cudnn.benchmark = True``, or set from a setting that defaults to True
+    (``config.get("cudnn_benchmark", True)``, ``getattr(args, "benchmark", True)``)."""
     for n in ast.walk(ctx.tree):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and (
-                n.value.value is True) and any(ctx.resolve(t).endswith("cudnn.benchmark")
-                                               for t in n.targets):
+        if isinstance(n, ast.Assign) and _true_or_default_true(n.value) and any(
+                ctx.resolve(t).endswith("cudnn.benchmark") for t in n.targets):
             return n
     return None
+
+
+def _true_or_default_true(v: ast.expr) -> bool:
+    if isinstance(v, ast.Constant):
+        return v.value is True
+    if isinstance(v, ast.Call) and last_name(v) in ("get", "getattr", "pop") and len(v.args) >= 2:
+        return _true_or_default_true(v.args[-1])
+    return False
 
 
 def _varying_sizes(ctx: Context) -> str:
     """Why the script's input sizes vary from step to step ("" when nothing shows it)."""
     for loop in ast.walk(ctx.tree):
         if isinstance(loop, LOOPS):
-            v = _Varying(ctx, loop)
+            v = Varying(ctx, loop)
             for call in walk(loop.body):  # type: ignore[attr-defined]
                 if isinstance(call, ast.Call):
                     why = next((v.shape_of(a) for a in call.args if v.shape_of(a)), "")
@@ -306,11 +185,11 @@ def _varying_sizes(ctx: Context) -> str:
         q = ctx.resolve(call.func)
         if ".models.detection." in q or ".models.segmentation." in q:
             return f"`{q.rsplit('.', 1)[-1]}` takes images of their own sizes"
-        if last_name(call) in _PADDERS:
+        if last_name(call) in PADDERS:
             return f"`{last_name(call)}` gives each batch its own length"
     for loop in ast.walk(ctx.tree):
         if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Name) and any(
-                w in loop.iter.id.lower() for w in _PER_ITEM) and any(
+                w in loop.iter.id.lower() for w in PER_ITEM) and any(
                 isinstance(c, ast.Call) and any(w in last_name(c).lower() for w in (
                     "read", "load", "imread", "open")) for c in walk(loop.body)):
             return (f"the loop at {ctx.line(loop.lineno)} reads one `{loop.iter.id}` item per "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 
 from devicebench.script_check.ast_tools import (
     LOOPS,
@@ -11,13 +10,10 @@ from devicebench.script_check.ast_tools import (
     dotted,
     last_name,
     outer_loops,
-    root_name,
-    skip_in_step,
     walk,
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import (
-    callees,
     is_device_work,
     search_device_work,
     torch_cpu_only,
@@ -25,7 +21,9 @@ from devicebench.script_check.dataflow import (
 )
 
 CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
-          "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer"}
+          "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer",
+          "time.process_time", "time.process_time_ns", "time.thread_time",
+          "datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today"}
 OPS = "run `devicebench ops` for a sweep with warm-up, sync and the CPU/GPU crossover size"
 
 
@@ -244,140 +242,6 @@ def _ancestors(ctx: Context, node: ast.AST) -> list[ast.AST]:
         out.append(cur)
         cur = ctx.parents.get(cur)
     return out
-
-
-_HOST = {"item", "numpy", "tolist", "float", "int", "len", "str", "cpu", "time",
-         "perf_counter", "append", "format", "round", "range", "enumerate", "zip", "next"}
-
-
-def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
-    """Names assigned in the loop from device work: a model or compiled function, a tensor
-    op, a loss/criterion, or a method of a value already on the device (``out.argmax(1)``).
-    """
-    names: set[str] = set()
-    for s in direct:
-        if not isinstance(s, ast.Assign) or not isinstance(s.value, ast.Call):
-            continue
-        call = s.value
-        if last_name(call) in _HOST or ctx.resolve(call.func).startswith(("numpy.", "math.")):
-            continue
-        callee = call.func.id if isinstance(call.func, ast.Name) else ""
-        if (callee in ctx.models or ctx.is_tensor_op(call) or root_name(call) in names
-                or any(k in last_name(call).lower() for k in ("loss", "criterion", "model"))
-                or last_name(call).lower() in ("net", "network", "encoder", "decoder")):
-            names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return names
-
-
-@rule("script.sync-in-step-loop",
-      "host sync on every training step",
-      "`.numpy()`/`.item()`/`.cpu()`/`float()`, printing a device value or branching on it "
-      "copies the value to the host and waits for the device to finish, so the next step "
-      "cannot be queued while this one runs",
-      "{fixtext}")
-def sync_in_step_loop(ctx: Context) -> None:
-    _sync_in_step_loop(ctx, _SYNC_FIX[_framework(ctx)])
-
-
-_SYNC_FIX = {
-    "torch": "accumulate on the device (`total += loss.detach()`) and read it every N steps "
-             "(`if step % 100 == 0: print(total.item() / 100)`) or once per epoch",
-    "tf": "accumulate in a `keras.metrics.Mean` (or a `tf.Variable`) updated inside the step "
-          "and read it with `.result().numpy()` every N steps or once per epoch",
-    "jax": "keep per-step values as jax arrays (stack or sum them) and fetch them with "
-           "`jax.device_get` every N steps or once per epoch",
-}
-
-
-def _framework(ctx: Context) -> str:
-    """The framework a fix text should speak: torch, jax or tf (Keras/TensorFlow)."""
-    if ctx.uses("torch") and not ctx.uses("tensorflow") and not ctx.uses("keras"):
-        return "torch"
-    if ctx.uses("jax") and not ctx.uses("tensorflow"):
-        return "jax"
-    return "torch" if ctx.uses("torch") and not ctx.uses("tensorflow") else "tf"
-
-
-def _is_sync_call(n: ast.AST) -> bool:
-    f = n.func if isinstance(n, ast.Call) else None
-    return isinstance(f, ast.Attribute) and f.attr in ("numpy", "item", "tolist") and not (
-        n.args)  # type: ignore[union-attr]
-
-
-def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: str,
-                      fixtext: str) -> None:
-    """Syncs inside functions of this file that the step loop runs (issue 24, class 15):
-    called by name, as ``self.method()``, or as the ``forward`` of a model class defined here,
-    a few calls deep."""
-    for call, fn in callees(ctx, [n for n in direct if isinstance(n, ast.Call)]):
-        for m in walk(fn.body, lambda x: isinstance(x, ast.FunctionDef | ast.AsyncFunctionDef
-                                                    | ast.Return)
-                      or skip_in_step(x) and not isinstance(x, LOOPS)):
-            if _is_sync_call(m):  # (a value converted as it is returned: the caller's call)
-                ctx.add("script.sync-in-step-loop", "warning", m,
-                        f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
-                        f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
-                        "runs on every step", fixtext=fixtext)
-
-
-def _in_step(ctx: Context) -> Callable[[ast.AST], bool]:
-    """``skip_in_step``, except an ``if step % k == 0:`` block that itself runs the
-    optimizer step: that is the update step of gradient accumulation, not a logging branch."""
-    def skip(n: ast.AST) -> bool:
-        if isinstance(n, ast.If) and skip_in_step(n) and ctx.search(
-                n.body, ctx.is_step, lambda x: isinstance(x, LOOPS)) is not None:
-            return False
-        return skip_in_step(n)
-    return skip
-
-
-def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
-    for node in ast.walk(ctx.tree):
-        if not isinstance(node, LOOPS) or ctx.is_compiled_scope(node):
-            continue
-        body = node.body
-        if ctx.search(body, lambda n: ctx.is_step(n) or isinstance(n, ast.Call) and isinstance(
-                n.func, ast.Name) and n.func.id in ctx.compiled, skip_in_step) is None:
-            continue
-        direct = list(walk(body, _in_step(ctx)))
-        assigned = {n.id for s in direct if isinstance(s, ast.Assign | ast.AugAssign)
-                    for t in getattr(s, "targets", [getattr(s, "target", None)])
-                    for n in ast.walk(t) if isinstance(n, ast.Name)}
-        device = _device_names(ctx, direct)
-        seen = f"runs on every step of the training loop at {ctx.line(node.lineno)}"
-        for n in direct:
-            f = n.func if isinstance(n, ast.Call) else None
-            if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args
-                    or isinstance(f, ast.Name) and f.id == "float" and len(n.args) == 1
-                    and dotted(n.args[0]).split(".")[0] in assigned
-                    or isinstance(f, ast.Attribute) and f.attr in ("cpu", "tolist")
-                    and not n.args and root_name(f.value) in device):
-                ctx.add("script.sync-in-step-loop", "warning", n, seen, fixtext=fixtext)
-            elif isinstance(f, ast.Name) and f.id in ("print", "int", "bool") and any(
-                    isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
-                    for arg in n.args for a in ast.walk(arg)):
-                ctx.add("script.sync-in-step-loop", "warning", n,
-                        seen + f"; `{f.id}` of a device value waits for the device",
-                        fixtext=fixtext)
-            elif isinstance(n, ast.If | ast.While) and any(
-                    isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
-                    for a in ast.walk(n.test)):
-                ctx.add("script.sync-in-step-loop", "warning", n,
-                        seen + "; Python control flow on a device value waits for the device",
-                        fixtext=fixtext)
-        _syncs_in_callees(ctx, node, direct, seen, fixtext)
-
-
-def _plain_use(ctx: Context, name: ast.Name) -> bool:
-    """``name`` used as a value (not ``name.shape``, ``name is None``, ``len(name)``)."""
-    parent = ctx.parents.get(name)
-    if isinstance(parent, ast.Attribute):
-        return False
-    if isinstance(parent, ast.Compare) and any(isinstance(o, ast.Is | ast.IsNot)
-                                               for o in parent.ops):
-        return False
-    return not (isinstance(parent, ast.Call) and last_name(parent) in ("len", "type",
-                                                                       "isinstance"))
 
 
 @rule("script.gpu-tiny-op",

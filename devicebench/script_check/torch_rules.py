@@ -224,3 +224,46 @@ def tiny_model_on_gpu(ctx: Context) -> None:
                     f"{len(layers)} layer(s), ~{total:,} parameters counted from their sizes",
                     params=f"{total:,}", dev="MPS GPU" if dev == "mps" else "GPU")
             return
+
+
+def _pinned(ctx: Context, loader: ast.Call) -> bool:
+    """Whether a DataLoader pins its batches: ``pin_memory=True``, or a ``**kwargs`` of the
+    function that builds it to which a caller passes ``pin_memory=True``."""
+    pin = keyword(loader, "pin_memory")
+    if pin is not None:
+        return not (isinstance(pin, ast.Constant) and pin.value is False)
+    if not any(k.arg is None for k in loader.keywords):
+        return False
+    fn = ctx.enclosing(loader, (ast.FunctionDef, ast.AsyncFunctionDef))
+    return fn is None or any(isinstance(c.func, ast.Name) and c.func.id == fn.name and (
+        keyword(c, "pin_memory") is not None or any(k.arg is None for k in c.keywords))
+        for c in ctx.calls())  # type: ignore[union-attr]
+
+
+@rule("script.blocking-h2d-copy",
+      "each batch is copied to the GPU from pageable memory, blocking",
+      "the DataLoader ({loader}) does not pin its batches, so `.to(device)` copies through "
+      "pageable memory, synchronously: the host waits for every copy and the copy cannot "
+      "overlap the previous step's kernels (usually a few %, more with large batches or "
+      "offloaded models)",
+      "`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)` "
+      "(https://pytorch.org/docs/stable/notes/cuda.html#cuda-memory-pinning)")
+def blocking_h2d_copy(ctx: Context) -> None:
+    if not ctx.uses("torch") or _accelerator(ctx) != "cuda":
+        return
+    loaders = [c for c in ctx.calls() if last_name(c) == "DataLoader"]
+    if not loaders or any(_pinned(ctx, c) for c in loaders):
+        return
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, ast.For | ast.AsyncFor) or ctx.search(
+                loop.body, ctx.is_step, skip_in_step) is None:
+            continue
+        batch = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        copy = next((n for n in walk(loop.body) if isinstance(n, ast.Call) and isinstance(
+            n.func, ast.Attribute) and n.func.attr in ("to", "cuda") and isinstance(
+            n.func.value, ast.Name) and n.func.value.id in batch and keyword(
+            n, "non_blocking") is None), None)
+        if copy is not None:
+            ctx.add("script.blocking-h2d-copy", "info", copy,
+                    f"`{copy.func.value.id}` comes from the loop at {ctx.line(loop.lineno)}",
+                    loader=ctx.line(loaders[0].lineno))

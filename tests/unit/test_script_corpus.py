@@ -28,6 +28,8 @@ NEW = CORPUS.parent / "corpus_new"  # the second round: split by a fixed seed (i
 NEW_SPLIT: dict[str, dict[str, str]] = json.loads((NEW / "split.json").read_text())
 ROUND2 = CORPUS.parent / "corpus_round2"  # the third collection (its README)
 ROUND2_SPLIT: dict[str, dict[str, str]] = json.loads((ROUND2 / "split.json").read_text())
+ROUND3 = CORPUS.parent / "corpus_round3"  # the fourth collection (its README)
+ROUND3_SPLIT: dict[str, dict[str, str]] = json.loads((ROUND3 / "split.json").read_text())
 _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # Measured on this branch. Before any rule: dev 1/20 with 3 false alarms, heldout 5/27 with 2.
 # Rules written against dev only, heldout measured once, untouched: dev 17/20 + 2, heldout
@@ -59,8 +61,16 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # Rules then written against every set but round2_heldout, frozen at 05d7754; round2_heldout
 # (never checked before) measured once there: 8/16 with 2 false alarms -- the untouched
 # figure, and its floor below; no rule was changed after it.
-MEASURED = {"dev": (20, 1), "heldout": (26, 2), "fresh": (14, 0), "new_dev": (14, 1),
-            "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (8, 2)}
+# Fourth round (corpus_round3, split by random.Random(26) before any rule; round2_heldout
+# dev material from now on): the serial tf.data map rule also flags tfdocs_128's
+# `.map(load_and_preprocess)` (true -- TensorFlow's tutorial later parallelised it -- but the
+# review thread names only repeat-before-shuffle: counted as a false alarm, heldout 2 -> 3).
+# Rules written against every set but round3_heldout, frozen at 2f9fbe0; round3_heldout
+# (never checked before) measured once there: 11/20 with 2 false alarms -- the untouched
+# figure, and its floor below; no rule was changed after it.
+MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
+            "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
+            "round3_dev": (14, 1), "round3_heldout": (11, 2)}
 
 
 def _header(path: Path) -> str:
@@ -92,6 +102,8 @@ def judge(path: Path) -> tuple[int, int, list[str], list[str]]:
 def _paths(half: str) -> list[Path]:
     if half == "fresh":
         return sorted(FRESH.glob("*.py"))
+    if half.startswith("round3_"):
+        return [ROUND3 / n for n, row in sorted(ROUND3_SPLIT.items()) if row["half"] == half]
     if half.startswith("round2_"):
         return [ROUND2 / n for n, row in sorted(ROUND2_SPLIT.items()) if row["half"] == half]
     if half.startswith("new_"):
@@ -135,6 +147,19 @@ def test_round2_split_is_by_fixed_seed() -> None:
         assert f"Source: {row['url']}" in _header(ROUND2 / name)
 
 
+def test_round3_split_is_by_fixed_seed() -> None:
+    """corpus_round3's halves are ``random.Random(26).sample(sorted(names), n // 2)``
+    (round3_dev) and the rest (round3_heldout); each file names its source URL."""
+    import random
+
+    names = sorted(p.name for p in ROUND3.iterdir() if p.suffix in (".py", ".ipynb"))
+    assert names == sorted(ROUND3_SPLIT) and len(names) >= 24
+    dev = set(random.Random(26).sample(names, len(names) // 2))
+    for name, row in ROUND3_SPLIT.items():
+        assert row["half"] == ("round3_dev" if name in dev else "round3_heldout")
+        assert f"Source: {row['url']}" in _header(ROUND3 / name)
+
+
 def test_split_is_by_url_hash() -> None:
     """Every corpus file is in the split, and its half follows from its source URL."""
     import hashlib
@@ -149,7 +174,8 @@ def test_split_is_by_url_hash() -> None:
 
 
 @pytest.mark.parametrize("half", ["dev", "heldout", "fresh", "new_dev", "new_heldout",
-                                  "round2_dev", "round2_heldout"])
+                                  "round2_dev", "round2_heldout", "round3_dev",
+                                  "round3_heldout"])
 def test_corpus_half(half: str) -> None:
     """Recall at the right line and false alarms on one half; printed with -s."""
     total, found, missed, alarms = measure(half)
@@ -160,8 +186,11 @@ def test_corpus_half(half: str) -> None:
              "new_heldout": "new_heldout (seen since; untouched it was 7/16 with 4 false "
                             "alarms)",
              "round2_dev": "round2_dev (rules written against it; 3/15 before)",
-             "round2_heldout": "round2_heldout (UNTOUCHED: measured once, with the rules "
-                               "frozen at 05d7754)"}.get(half, half)
+             "round2_heldout": "round2_heldout (seen since; untouched it was 8/16 with 2 false "
+                               "alarms)",
+             "round3_dev": "round3_dev (rules written against it; 7/14 with 1 before)",
+             "round3_heldout": "round3_heldout (UNTOUCHED: measured once, with the rules "
+                               "frozen at 2f9fbe0)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")
