@@ -129,11 +129,12 @@ def sandbox(tmp_path):
     shutil.copy(ROOT / "examples" / "train.py", tmp_path / "train.py")
     bin_dir = tmp_path / ".bin"
     bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
-    (bin_dir / "python3").symlink_to(sys.executable)
-    shim = bin_dir / "devicebench"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m devicebench "$@"\n')
-    shim.chmod(0o755)
+    # Scripts, not symlinks: a symlinked venv python in another directory does not find
+    # its pyvenv.cfg, and then its site-packages (the frameworks) are missing.
+    for name, args in (("python", ""), ("python3", ""), ("devicebench", " -m devicebench")):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}"{args} "$@"\n')
+        shim.chmod(0o755)
     env = dict(os.environ)
     env.update({
         "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
