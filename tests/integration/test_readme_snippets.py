@@ -155,6 +155,10 @@ def test_the_docs_have_snippets_and_every_mark_is_well_formed():
     assert len(SNIPPETS) >= 15 and len(PYTHON) >= 4
     fast = [s for s in SNIPPETS if not s.slow and not s.skip and s.lang != "json"]
     assert len(fast) >= 8, [s.where for s in fast]  # most of the guide is checked by default
+    for s in SNIPPETS:  # a test never installs anything into the environment it runs in
+        commands = re.sub(r"(^|\s)#.*", "", s.code)  # comments may name an install
+        if re.search(r"\b(pip|apt-get|conda) install\b|\bray start\b", commands):
+            assert s.skip, f"{s.where}: installs or starts something: mark it skip"
 
 
 @pytest.mark.parametrize("snippet", [_param(s) for s in SNIPPETS])
