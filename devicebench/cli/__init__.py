@@ -205,6 +205,24 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _command_path(args: list[str]) -> tuple[str, Any]:
+    """``devicebench report`` (and its click command) for ``report --md``: click's
+    "requires an argument" error carries no context to name the command by."""
+    cmd, path = command(), ["devicebench"]
+    for arg in args:
+        sub = getattr(cmd, "commands", {}).get(arg)
+        if sub is None:
+            break
+        cmd, path = sub, [*path, arg]
+    return " ".join(path), cmd
+
+
+def _takes_dash(cmd: Any, option: str | None) -> bool:
+    """Whether ``option`` of ``cmd`` is a file option whose help says '-' is stdout."""
+    return any(option in p.opts and "'-': stdout" in (p.help or "")
+               for p in getattr(cmd, "params", []) if option)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -230,9 +248,13 @@ def main() -> None:
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             raise
         ctx = getattr(exc, "ctx", None)
-        where = ctx.command_path if ctx is not None else "devicebench"
-        print(f"devicebench: error: {exc.format_message()} — fix: see `{where} --help`",
-              file=sys.stderr)
+        where, cmd = _command_path(sys.argv[1:])
+        if where == "devicebench" and ctx is not None:  # options before the command
+            where = ctx.command_path
+        message = exc.format_message()
+        if _takes_dash(cmd, getattr(exc, "option_name", None)):
+            message = message.rstrip(".") + ": a file name, or - for stdout"
+        print(f"devicebench: error: {message} — fix: see `{where} --help`", file=sys.stderr)
         sys.exit(exc.exit_code if isinstance(exc.exit_code, int) and exc.exit_code else 2)
     if _terminated and code == 130:
         code = 143  # 128 + SIGTERM, as a shell reports a process it ended

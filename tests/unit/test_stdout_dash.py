@@ -158,3 +158,24 @@ def test_options_that_cannot_write_to_stdout_refuse_dash(args, needle, tmp_path)
     res = _cli_in(tmp_path, *args)
     assert_one_line_error(res, needle)
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("args, where", [
+    (("report", "--md"), "devicebench report --help"),
+    (("export", "1", "-o"), "devicebench export --help"),
+    (("profile", "record", "-o"), "devicebench profile record --help"),
+])
+def test_a_file_option_without_its_value_names_the_command_and_dash(args, where):
+    res = run_cli(*args)
+    assert_one_line_error(res, "requires an argument: a file name, or - for stdout", where)
+
+
+def test_options_whose_value_is_not_a_file_get_no_dash_hint():
+    res = run_cli("fleet", "profile", "record", "-o")  # a directory
+    assert_one_line_error(res, "requires an argument", "devicebench fleet profile record --help")
+    assert "stdout" not in res.stderr
+    res = run_cli("run", "--budget")
+    assert_one_line_error(res, "requires an argument", "devicebench run --help")
+    assert "stdout" not in res.stderr
+    res = run_cli("report", "--bogus")  # named as a user types it, not `python -m ...`
+    assert_one_line_error(res, "No such option: --bogus", "see `devicebench report --help`")
