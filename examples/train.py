@@ -1,9 +1,9 @@
 """A training script to try devicebench on: the 1-unit SimpleRNN from a forum report
 (a Mac Studio M1 Ultra owner's: 140 s per epoch on the Metal GPU, 3-6 s on Colab),
-written the way the report and the TensorFlow tutorials write it (TensorFlow imported
-first, ``from tensorflow import keras``), in its Keras 3 form: ``keras.Input`` instead
-of ``input_shape=``, and ``keras.optimizers.Adam`` instead of the removed
-``tf.keras.optimizers.legacy.Adam``.
+in its Keras 3 form (``keras.Input`` instead of ``input_shape=``, ``keras.optimizers.Adam``
+instead of the removed ``tf.keras.optimizers.legacy.Adam``), importing TensorFlow first as
+the TensorFlow tutorials do (``from tensorflow import keras``). Its data: the report's own
+generator, 7,000 training series of two sine waves plus noise. Try it with:
 
     devicebench doctor examples/train.py
     devicebench advise examples/train.py
