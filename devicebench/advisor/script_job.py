@@ -24,7 +24,9 @@ class ScriptAdvice:
     Attributes:
         capture: what the script's first fit() trains (``capture.fit_site``: file:line).
         advice: the advice (its ``workload`` is the script's name).
-        patch: the diff to the script (``patch.diff`` "" when nothing is to change).
+        patch: the diff to the script; None when the advice is to keep the script as it
+            is (``patch.diff`` is "" when the change is not expressible as a patch: see
+            ``patch.not_patched`` and ``snippet``).
         snippet: the generic code for the same change (knobs a patch cannot express).
     """
 

@@ -47,6 +47,56 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+STDOUT = "-"
+
+
+def is_stdout(path: Path | str | None) -> bool:
+    """True when a file option was given as ``-``: the output goes to stdout."""
+    return path is not None and str(path) == STDOUT
+
+
+def write_output(path: Path, text: str, what: str) -> bool:
+    """Write ``text`` to the file ``path``, or to stdout when ``path`` is ``-``.
+
+    Returns True when it went to stdout: the caller then prints nothing else there (its
+    "wrote ..." line goes to stderr, so ``export 9 -o - > bundle.json`` stays clean).
+
+    Raises:
+        InputError: ``path`` is a directory or cannot be written.
+    """
+    from devicebench.errors import InputError
+
+    if is_stdout(path):
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+        return True
+    if path.is_dir():
+        raise InputError(f"{what} path is a directory: {path}",
+                         fix=f"pass a file name, e.g. {path / ('out.' + what.lower())}, "
+                             "or - for stdout")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}",
+                         fix="pass a path in a writable directory, or - for stdout") from None
+    return False
+
+
+def refuse_stdout(path: Path | str | None, option: str, why: str, fix: str) -> None:
+    """One line and exit 2 when ``-`` (stdout) was given to an option that cannot write
+    there (a directory, or a file written while a script owns stdout)."""
+    if is_stdout(path):
+        from devicebench.errors import InputError
+
+        raise InputError(f"{option} - (stdout) is not possible here", why=why, fix=fix)
+
+
+def say(message: str, *, to_stderr: bool = False) -> None:
+    """A confirmation line ("wrote ..."): on stdout, or on stderr when stdout carries
+    the output itself."""
+    print(message, file=sys.stderr if to_stderr else sys.stdout)
+
+
 def user_errors(func: F) -> F:
     """Turn DevicebenchError (and Ctrl-C) into one line and an exit code; no traceback."""
 
@@ -155,6 +205,24 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _command_path(args: list[str]) -> tuple[str, Any]:
+    """``devicebench report`` (and its click command) for ``report --md``: click's
+    "requires an argument" error carries no context to name the command by."""
+    cmd, path = command(), ["devicebench"]
+    for arg in args:
+        sub = getattr(cmd, "commands", {}).get(arg)
+        if sub is None:
+            break
+        cmd, path = sub, [*path, arg]
+    return " ".join(path), cmd
+
+
+def _takes_dash(cmd: Any, option: str | None) -> bool:
+    """Whether ``option`` of ``cmd`` is a file option whose help says '-' is stdout."""
+    return any(option in p.opts and "'-': stdout" in (p.help or "")
+               for p in getattr(cmd, "params", []) if option)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -180,9 +248,13 @@ def main() -> None:
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
             raise
         ctx = getattr(exc, "ctx", None)
-        where = ctx.command_path if ctx is not None else "devicebench"
-        print(f"devicebench: error: {exc.format_message()} — fix: see `{where} --help`",
-              file=sys.stderr)
+        where, cmd = _command_path(sys.argv[1:])
+        if where == "devicebench" and ctx is not None:  # options before the command
+            where = ctx.command_path
+        message = exc.format_message()
+        if _takes_dash(cmd, getattr(exc, "option_name", None)):
+            message = message.rstrip(".") + ": a file name, or - for stdout"
+        print(f"devicebench: error: {message} — fix: see `{where} --help`", file=sys.stderr)
         sys.exit(exc.exit_code if isinstance(exc.exit_code, int) and exc.exit_code else 2)
     if _terminated and code == 130:
         code = 143  # 128 + SIGTERM, as a shell reports a process it ended

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from devicebench.cli import app, fail, user_errors
+from devicebench.cli import app, fail, is_stdout, user_errors, write_output
 from devicebench.validate import LIMITS
 
 DOCTOR_HELP = """Diagnose this machine's deep-learning setup and say what to fix.
@@ -29,7 +29,9 @@ def doctor(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print findings and snapshot as JSON."),
     save: Path | None = typer.Option(
-        None, "--save", metavar="FILE", help="Write the environment snapshot to FILE (JSON)."
+        None, "--save", metavar="FILE",
+        help="Write the environment snapshot to FILE (JSON; '-': stdout, the report then "
+             "goes to stderr)."
     ),
     snapshot: Path | None = typer.Option(
         None,
@@ -55,7 +57,10 @@ def doctor(
     from devicebench.api import doctor as run_doctor
     from devicebench.report.doctor import doctor_json, render_doctor
 
-    if save is not None and save.is_dir():
+    if is_stdout(save) and json_out:
+        fail("--save - and --json would both write to stdout — fix: save the snapshot to "
+             "a file (--save env.json); --json's output holds the snapshot too")
+    if save is not None and not is_stdout(save) and save.is_dir():
         fail(f"--save path is a directory: {save} — fix: pass a file name, e.g. {save}/env.json")
     selected = _parse_frameworks(frameworks)  # with --snapshot: refused by the API
     result = run_doctor(script, frameworks=selected, timeout=timeout, snapshot=snapshot,
@@ -64,7 +69,9 @@ def doctor(
                         else _progress_printer())
     snap, findings, read = result.snapshot, result.findings, result.script
 
-    if save is not None:
+    if is_stdout(save):
+        write_output(save, snap.to_json(), "snapshot")
+    elif save is not None:
         try:
             save.write_text(snap.to_json() + "\n", encoding="utf-8")
         except OSError as exc:
@@ -72,6 +79,11 @@ def doctor(
 
     if json_out:
         print(json.dumps(doctor_json(snap, findings, script=read), indent=2))
+    elif is_stdout(save):  # stdout carries the snapshot: the report goes to stderr
+        from devicebench.report.console import make_console
+
+        render_doctor(snap, findings, console=make_console(stderr=True), from_file=snapshot,
+                      script=read)
     else:
         render_doctor(snap, findings, saved_to=save, from_file=snapshot, script=read)
     raise typer.Exit(1 if any(f.severity == "error" for f in findings) else 0)

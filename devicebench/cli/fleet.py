@@ -110,7 +110,8 @@ def advise(
 @user_errors
 def report(
     fleet: str | None = typer.Option(None, "--fleet", help="Fleet job id (default: newest)."),
-    html: Path | None = typer.Option(None, "--html", metavar="FILE"),
+    html: Path | None = typer.Option(None, "--html", metavar="FILE",
+                                     help="Write an HTML page ('-': stdout)."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     from devicebench.fleet.stored import load_fleet
@@ -120,11 +121,12 @@ def report(
         stored = load_fleet(store, fleet)
     answers = stored.answer()
     if html is not None:
-        from devicebench.cli.report import write_text
+        from devicebench.cli import write_output
         from devicebench.report.fleet_html import render_fleet_html
 
-        write_text(html, render_fleet_html(stored.fleet_id, stored.workload, answers), "HTML")
-        print(f"wrote {html} (fleet job {stored.fleet_id}, {len(answers)} machines)")
+        if not write_output(html, render_fleet_html(stored.fleet_id, stored.workload,
+                                                    answers), "HTML"):
+            print(f"wrote {html} (fleet job {stored.fleet_id}, {len(answers)} machines)")
         return
     from rich.markup import escape
     from rich.table import Table
@@ -155,9 +157,12 @@ def profile_record(
     address: str | None = typer.Option(None, "--address", help=ADDRESS_HELP),
     nodes: list[str] = typer.Option(None, "--node", help=NODES_HELP),
 ) -> None:
+    from devicebench.cli import refuse_stdout
     from devicebench.errors import InputError
     from devicebench.fleet.job import fleet_profile_record
 
+    refuse_stdout(out, "-o", why="the profiles are one file per machine kind, in a "
+                  "directory", fix="pass a directory, e.g. -o profiles")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} is a file", fix="pass a directory for the profiles")
     profiles, notes = fleet_profile_record(workloads or ["seed-rnn", "mnist-cnn"], out,

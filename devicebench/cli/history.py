@@ -4,6 +4,7 @@ and moving them between machines."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -115,30 +116,41 @@ def compare_cmd(
 @user_errors
 def export(
     runs: list[int] = typer.Argument(..., help="Run ids (devicebench history)."),
-    out: Path = typer.Option(..., "-o", "--output", help="Bundle file to write (JSON)."),
+    out: Path = typer.Option(..., "-o", "--output", metavar="FILE",
+                             help="Bundle file to write (JSON; '-': stdout)."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
+    from devicebench.cli import is_stdout, say, write_output
     from devicebench.store import ResultStore
-    from devicebench.store.bundle import export_runs, write_bundle
+    from devicebench.store.bundle import bundle_json, export_runs, write_bundle
 
     with ResultStore.open(db, read_only=True) as store:
         bundle = export_runs(store, list(runs))  # each run once (`export 1 1 1`)
-    write_bundle(bundle, out)
-    print(f"wrote {out}: {len(bundle['runs'])} run(s); on the other machine: "
-          f"devicebench import {out.name}")
+    if is_stdout(out):
+        write_output(out, bundle_json(bundle), "bundle")
+    else:
+        write_bundle(bundle, out)
+    say(f"wrote {'the bundle to stdout' if is_stdout(out) else out}: "
+        f"{len(bundle['runs'])} run(s); on the other machine: devicebench import "
+        f"{'FILE' if is_stdout(out) else out.name}", to_stderr=is_stdout(out))
 
 
 @app.command("import", help="Add the runs of a bundle (devicebench export) to the store; "
              "runs already there are skipped, so importing twice adds nothing.")
 @user_errors
 def import_cmd(
-    bundle: Path = typer.Argument(..., help="Bundle file."),
+    bundle: Path = typer.Argument(..., metavar="BUNDLE", help="Bundle file ('-': stdin)."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
+    from devicebench.cli import is_stdout
     from devicebench.store import ResultStore
-    from devicebench.store.bundle import import_bundle, read_bundle
+    from devicebench.store.bundle import import_bundle, parse_bundle, read_bundle
 
-    data = read_bundle(bundle)
+    if is_stdout(bundle):  # `-`: the bundle comes on stdin (`export 9 -o - | ... import -`)
+        data = parse_bundle(sys.stdin.read(), "stdin")
+        bundle = Path("stdin")
+    else:
+        data = read_bundle(bundle)
     with ResultStore.open(db) as store:
         result = import_bundle(store, data, source=bundle.name)
     added = ", ".join(map(str, result.added)) or "none"

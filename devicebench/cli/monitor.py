@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from devicebench.cli import DB_HELP, app, fail, user_errors
+from devicebench.cli import DB_HELP, app, fail, refuse_stdout, user_errors
 
 MONITOR_HELP = "\n\n".join([
     "Run a training script unchanged with devicebench's TrainingMonitor attached to every "
@@ -111,6 +111,11 @@ def check_targets(*, csv: Path | None, tensorboard: Path | None, db: Path | None
     from devicebench.errors import DevicebenchError, InputError
     from devicebench.store import ResultStore
 
+    refuse_stdout(csv, "--csv", why="the script's own output (and Keras' progress bar) "
+                  "goes to stdout while the monitor writes its rows",
+                  fix="pass a file name, e.g. --csv steps.csv")
+    refuse_stdout(tensorboard, "--tensorboard", why="TensorBoard reads event files from "
+                  "a directory", fix="pass a directory, e.g. --tensorboard logs")
     if csv is not None:
         if csv.is_dir():
             raise InputError(f"--csv {csv} is a directory",

@@ -24,7 +24,8 @@ app.add_typer(profile_app, name="profile")
 def record(
     workloads: list[str] = typer.Argument(None, help="Built-in workloads (default: seed-rnn "
                                           "mnist-cnn)."),
-    out: Path = typer.Option(..., "-o", "--output", help="Profile file to write (JSON)."),
+    out: Path = typer.Option(..., "-o", "--output", metavar="FILE",
+                             help="Profile file to write (JSON; '-': stdout)."),
     name: str = typer.Option("this-machine", "--name", help="Short id of the profile."),
     label: str = typer.Option("", "--label", help="What the machine is, in words."),
     max_rounds: int = typer.Option(12, "--max-rounds", min=3,
@@ -33,6 +34,7 @@ def record(
     import sys
 
     from devicebench.advisor.advice import default_baseline
+    from devicebench.cli import is_stdout, say, write_output
     from devicebench.env.probe import probe_host_layer
     from devicebench.profiles.record import record_profile
     from devicebench.workloads import get_workload
@@ -40,6 +42,11 @@ def record(
     names = workloads or ["seed-rnn", "mnist-cnn"]
     for w in names:
         get_workload(w)  # unknown names: one line, exit 2
+    if not is_stdout(out) and out.is_dir():
+        from devicebench.errors import InputError
+
+        raise InputError(f"-o {out} is a directory",
+                         fix=f"pass a file name, e.g. -o {out / 'profile.json'}, or - for stdout")
     snapshot = probe_host_layer()
     host = snapshot.host
     profile = record_profile(
@@ -47,8 +54,9 @@ def record(
         f"{host.os} {host.os_version}", snapshot, names,
         baseline_for=lambda w: default_baseline(snapshot, w)[0], max_rounds=max_rounds,
         on_progress=lambda s: print(s, file=sys.stderr, flush=True))
-    profile.save(out)
-    print(f"wrote {out}: " + "; ".join(profile.notes))
+    write_output(out, profile.to_json(), "profile")
+    say(f"wrote {'the profile to stdout' if is_stdout(out) else out}: "
+        + "; ".join(profile.notes), to_stderr=is_stdout(out))
 
 
 @profile_app.command("replay", help="Run advise on a recorded machine profile (a file, or a "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from devicebench.cli import DB_HELP, app, user_errors
+from devicebench.cli import DB_HELP, app, is_stdout, say, user_errors, write_output
 
 REPORT_HELP = """Report a stored run: the answer first (does this machine's accelerator speed
 training up, per workload, with the ratio), the environment and doctor's findings, step time
@@ -18,22 +18,8 @@ The report of a training run (run, advise) also shows the fullest of the same ma
 recent op sweeps (or --ops-run ID), and an op sweep's report the newest training run.
 --html writes one self-contained file (inline SVG charts drawn by matplotlib, no script, no
 network: pip install 'devicebench[report]'); --md writes Markdown to paste into an issue
-('-' for stdout, the default); --json prints the figures.
+(stdout by default); --json prints the figures. '-' as FILE is stdout.
 """
-
-
-def write_text(path: Path, text: str, what: str) -> None:
-    """Write ``text`` to ``path``, or raise an InputError naming the fix."""
-    from devicebench.errors import InputError
-
-    if path.is_dir():
-        raise InputError(f"{what} path is a directory: {path}",
-                         fix=f"pass a file name, e.g. {path / ('report.' + what.lower())}")
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}",
-                         fix="pass a path in a writable directory") from None
 
 
 @app.command("report", help=REPORT_HELP)
@@ -45,7 +31,7 @@ def report(
                                    help="Run id (devicebench history)."),
     last: bool = typer.Option(False, "--last", help="The newest run with results (default)."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE",
-                                     help="Write a self-contained HTML report."),
+                                     help="Write a self-contained HTML report ('-': stdout)."),
     md: Path | None = typer.Option(None, "--md", metavar="FILE",
                                    help="Write Markdown ('-': stdout)."),
     ops_run: int | None = typer.Option(
@@ -65,6 +51,11 @@ def report(
     run = run if run is not None else run_arg
     if run is not None and last:
         raise InputError("a run id (RUN or --run) and --last both given", fix="pass one of them")
+    on_stdout = [name for name, on in (("--json", json_out), ("--html -", is_stdout(html)),
+                                       ("--md -", is_stdout(md))) if on]
+    if len(on_stdout) > 1:
+        raise InputError(f"{' and '.join(on_stdout)} would both write to stdout",
+                         fix="send all but one to a file, e.g. --html report.html")
     if html is not None:
         from devicebench.report.charts import require_matplotlib
 
@@ -76,15 +67,12 @@ def report(
     if html is not None:
         from devicebench.report.html import render_html
 
-        write_text(html, render_html(rep), "HTML")
-        if not json_out:
-            print(f"wrote {html} (run {rep.run_id}; open it in a browser, works offline)")
+        if not write_output(html, render_html(rep), "HTML"):
+            say(f"wrote {html} (run {rep.run_id}; open it in a browser, works offline)",
+                to_stderr=bool(on_stdout))
     if md is not None or (html is None and not json_out):
         from devicebench.report.markdown import render_markdown
 
-        text = render_markdown(rep)
-        if md is None or str(md) == "-":
-            print(text)
-        else:
-            write_text(md, text, "Markdown")
-            print(f"wrote {md}")
+        if not write_output(md if md is not None else Path("-"), render_markdown(rep),
+                            "Markdown"):
+            say(f"wrote {md}", to_stderr=bool(on_stdout))

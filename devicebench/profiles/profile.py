@@ -153,8 +153,12 @@ class MachineProfile:
                    workloads={w: [TrialRecord.from_dict(r) for r in rs]
                               for w, rs in data["workloads"].items()})
 
+    def to_json(self) -> str:
+        """The profile file's text (what :meth:`save` writes)."""
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        Path(path).write_text(self.to_json())
 
 
 def load_profile(path_or_name: str | Path) -> MachineProfile:

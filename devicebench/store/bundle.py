@@ -82,6 +82,11 @@ def export_runs(store: ResultStore, run_ids: list[int]) -> dict[str, Any]:
             "devicebench_version": __version__, "exported_at": _now(), "runs": runs}
 
 
+def bundle_json(bundle: dict[str, Any]) -> str:
+    """The text of a bundle file (what :func:`write_bundle` writes)."""
+    return json.dumps(bundle, indent=1, sort_keys=True, default=str)
+
+
 def write_bundle(bundle: dict[str, Any], path: str | Path) -> None:
     """Write ``bundle`` as JSON to ``path``.
 
@@ -89,7 +94,7 @@ def write_bundle(bundle: dict[str, Any], path: str | Path) -> None:
         InputError: the file cannot be written.
     """
     try:
-        Path(path).write_text(json.dumps(bundle, indent=1, sort_keys=True, default=str))
+        Path(path).write_text(bundle_json(bundle))
     except OSError as exc:
         raise InputError(f"cannot write bundle {path}: {exc.strerror or exc}",
                          fix="pass -o PATH in a writable directory") from None
@@ -103,17 +108,28 @@ def read_bundle(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        text = p.read_text()
     except FileNotFoundError:
         raise InputError(f"bundle file not found: {p}",
                          fix="pass the path `devicebench export RUN -o FILE` wrote") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read bundle {p}: {exc}", fix="pass a readable file") from None
+    return parse_bundle(text, str(p))
+
+
+def parse_bundle(text: str, where: str = "bundle") -> dict[str, Any]:
+    """A bundle from its JSON text (a file's, or stdin's for ``import -``), checked.
+
+    Raises:
+        InputError: not JSON, not a devicebench bundle, or from a newer version.
+    """
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{p} is not JSON (line {exc.lineno}: {exc.msg})",
+        raise InputError(f"{where} is not JSON (line {exc.lineno}: {exc.msg})",
                          why="a bundle is the JSON file `devicebench export` writes",
                          fix="export it again with `devicebench export RUN -o FILE`") from None
-    check_bundle(data, str(p))
+    check_bundle(data, where)
     return data
 
 

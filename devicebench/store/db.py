@@ -140,14 +140,18 @@ class ResultStore:
         :mod:`devicebench.store.pending`) are imported here.
 
         Raises:
-            StoreError: the location is not writable or is a directory, the file is
-                corrupt or not SQLite, it comes from a newer devicebench, or it stays locked.
+            StoreError: ``-`` (not a file), the location is not writable or is a
+                directory, the file is corrupt or not SQLite, it comes from a newer
+                devicebench, or it stays locked.
         """
         if path is None:
             path = default_db_path()
         if busy_timeout_ms is None:
             busy_timeout_ms = BUSY_TIMEOUT_MS
         where = str(path)
+        if where == "-":
+            raise StoreError("results database '-': a SQLite database is a file, it "
+                             "cannot be stdout", fix="pass a file name, e.g. --db results.db")
         if read_only and where != MEMORY:
             ro = connect_read_only(Path(path))
             if ro is not None:
