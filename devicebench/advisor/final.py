@@ -1,0 +1,84 @@
+"""The final comparison under the budget: the least a comparison needs first, then, from
+what those rounds cost, the extra worker processes a verdict rests on and more rounds,
+each started only when it can end before the budget.
+
+The order matters on a slow machine. Planned before any round, the second processes of
+seed-rnn's pair were estimated at 22 s and cost 52 s (a TensorFlow epoch in ``fit`` on a
+loaded 2-core VM is ~2x its set-up steps' estimate, and every process warms up): advise
+at 40 s took 68 s. Measured first, the rounds' real cost decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from devicebench.advisor.budget import FINAL_MIN_ROUNDS, LEAST_ROUNDS, SearchBudget
+from devicebench.trials.options import RunOptions
+from devicebench.trials.replication import Replication, replicate_keys
+from devicebench.trials.result import TrialResult
+from devicebench.trials.spec import TrialSpec
+
+# The replicas' cost is estimated from rounds just measured (not, as replication's
+# COST_MARGIN allows for, before any): it may take this share of what is left.
+MEASURED_MARGIN = 0.95
+PRECISE = RunOptions().target_ci  # the engine's own stop: every CI within this
+Enough = Callable[[dict[TrialSpec, TrialResult]], bool]
+
+
+def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
+                     enough: Enough) -> Replication:
+    """Measure ``group``'s live trials (the baseline and the finalists) to an answer.
+
+    1. The least: LEAST_ROUNDS interleaved rounds (with each trial's warm-up), never cut.
+    2. ``keys`` (what the verdict and headline rest on) in two or more worker processes
+       each (:func:`devicebench.trials.replication.replicate_keys`), started only when
+       their measured cost (import, set-up, warm-up, three rounds of every process at
+       the blocks just measured) fits what the budget leaves after the search's end.
+    3. More rounds, until ``enough`` says the answer is clear (after FINAL_MIN_ROUNDS
+       rounds in all) or the next round would end past the budget.
+
+    ``group`` is a :class:`~devicebench.trials.engine.TrialGroup` (or a replay's).
+    Whatever the budget left out is recorded with ``budget.cut``. Returns what
+    replication did.
+    """
+    with budget.phase("least rounds"):
+        group.measure(budget.least_final_options(), enough=None)
+    seen = {s: group.processes(s) for s in group.live}
+
+    def live() -> list[TrialResult]:
+        return [group.results[s] for s in group.live]
+
+    def more() -> None:
+        nonlocal seen
+        now = {s: group.processes(s) for s in group.live}
+        grew = any(n > seen.get(s, 0) for s, n in now.items())
+        seen = now
+        # New processes need rounds of their own: paid for when they were started.
+        least = group.rounds_done + LEAST_ROUNDS if grew else group.rounds_done
+        if not grew and budget.round_seconds(live(), now) > budget.rounds_left():
+            return  # not even one more round ends in time
+        with budget.phase("final"):
+            group.measure(budget.more_final_options(least),
+                          enough=lambda res: (group.rounds_done >= FINAL_MIN_ROUNDS
+                                              and enough(res)))
+
+    t0, rounds_before = budget.clock(), budget.phases.get("final", 0.0)
+    rep = replicate_keys(group, keys, left=budget.rounds_left, measure=more,
+                         cost=lambda n, new: budget.replication_cost(live(), n, new),
+                         margin=MEASURED_MARGIN)
+    # Starting the extra processes: the call's time less the rounds measured inside it.
+    budget.phases["replication"] = (budget.clock() - t0
+                                    - (budget.phases.get("final", 0.0) - rounds_before))
+    if rep.budget_limited:
+        budget.cut(next((n for n in rep.notes if n.startswith("budget was the limit")),
+                        "budget was the limit: fewer worker processes"))
+    done = group.rounds_done
+    precise = all((st := r.step_time) is not None and st.rel_ci_halfwidth <= PRECISE
+                  for r in live())
+    if done < FINAL_MIN_ROUNDS and group.live and not precise and not enough(group.results):
+        line = (f"budget was the limit: the final comparison stopped after {done} "
+                f"interleaved rounds (at least {FINAL_MIN_ROUNDS} wanted, until the answer "
+                "is clear): its CIs are wider than they would be; raise --budget")
+        budget.cut(line)
+        rep.notes.append(line)
+    return rep
