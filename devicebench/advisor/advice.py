@@ -361,6 +361,8 @@ def advise_workload(
                 "quiet machine for the dispatch reason")
     result.elapsed_s = clock() - budget.start
     result.budget = budget.report()
+    said = {*result.notes, f"budget was the limit: {found.stop_reason}"}
+    result.notes.extend(c for c in budget.cuts if c not in said)  # a rung, a set-up cut
     result.notes.extend(budget.overrun_notes())
     return result
 

@@ -41,12 +41,31 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
     Whatever the budget left out is recorded with ``budget.cut``. Returns what
     replication did.
     """
-    with budget.phase("least rounds"):
-        group.measure(budget.least_final_options(), enough=None)
-    seen = {s: group.processes(s) for s in group.live}
-
     def live() -> list[TrialResult]:
         return [group.results[s] for s in group.live]
+
+    # What a round of the live trials costs, as measured: a round's wall time is more
+    # than its blocks (validation passes, messages, a pipeline resuming); each later
+    # plan uses the dearer of the two, scaled to the processes it will have.
+    per_round = {"s": 0.0, "procs": 1}
+
+    def measure(options, until) -> None:
+        warm = {s for s in group.live if group.results[s].warmup_seconds is None}
+        t0 = budget.clock()
+        ran = group.measure(options, enough=until)
+        if ran:
+            warmup = sum(group.results[s].warmup_seconds or 0.0 for s in warm
+                         if s in group.results)
+            per_round["s"] = max(0.0, budget.clock() - t0 - warmup) / ran
+            per_round["procs"] = sum(group.processes(s) for s in group.live) or 1
+
+    def round_cost(processes: dict[TrialSpec, int]) -> float:
+        scale = sum(processes.get(s, 1) for s in group.live) / per_round["procs"]
+        return max(budget.round_seconds(live(), processes), per_round["s"] * scale)
+
+    with budget.phase("least rounds"):
+        measure(budget.least_final_options(), None)
+    seen = {s: group.processes(s) for s in group.live}
 
     def more() -> None:
         nonlocal seen
@@ -55,16 +74,21 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
         seen = now
         # New processes need rounds of their own: paid for when they were started.
         least = group.rounds_done + LEAST_ROUNDS if grew else group.rounds_done
-        if not grew and budget.round_seconds(live(), now) > budget.rounds_left():
+        if not grew and round_cost(now) > budget.rounds_left():
             return  # not even one more round ends in time
         with budget.phase("final"):
-            group.measure(budget.more_final_options(least),
-                          enough=lambda res: (group.rounds_done >= FINAL_MIN_ROUNDS
-                                              and enough(res)))
+            measure(budget.more_final_options(least),
+                    lambda res: group.rounds_done >= FINAL_MIN_ROUNDS and enough(res))
+
+    def replicas_cost(after: dict[TrialSpec, int], new: list[TrialResult]) -> float:
+        blocks = budget.replication_cost(live(), after, new)
+        # The rounds at the measured round cost where it is the dearer.
+        extra = round_cost(after) - budget.round_seconds(live(), after)
+        return blocks + LEAST_ROUNDS * max(0.0, extra)
 
     t0, rounds_before = budget.clock(), budget.phases.get("final", 0.0)
     rep = replicate_keys(group, keys, left=budget.rounds_left, measure=more,
-                         cost=lambda n, new: budget.replication_cost(live(), n, new),
+                         cost=replicas_cost,
                          margin=MEASURED_MARGIN)
     # Starting the extra processes: the call's time less the rounds measured inside it.
     budget.phases["replication"] = (budget.clock() - t0

@@ -47,10 +47,10 @@ def advise(
         "backend=tensorflow,device=gpu:0,jit=auto (default: the workload's own settings on "
         "the Keras backend you use, on its default device)."),
     budget: float = typer.Option(120.0, "--budget", min=LIMITS["advise_budget"].lo,
-                                 help="Seconds for the whole search and comparison; a "
-                                 "floor, not a cut-off: the baseline's set-up and three "
-                                 "interleaved rounds always run, and the advice says when "
-                                 "they took longer."),
+                                 help="Seconds for the whole search and comparison, "
+                                 "kept to within 10% past the least: the baseline's set-up "
+                                 "and three interleaved rounds, which always run (a budget "
+                                 "below what they cost here before is refused)."),
     allow_batch_change: bool = typer.Option(
         False, "--allow-batch-change", help="Also try larger batch sizes (changes the "
         "training; recommended only if the loss matches)."),
