@@ -40,6 +40,10 @@ RUNG_ROUNDS = 4
 KNOB_MAX_SPEEDUP = 4.0
 UNMEASURED_BACKEND_FACTOR = 2.0  # see CostModel.setup_seconds
 LEAST_ROUNDS = 3  # the least a CI needs: never cut
+# An epoch under fit against the set-up steps' estimate of it (steps x step time): up to
+# ~2x for TensorFlow's seed-rnn on the loaded 2-core VM (its fit adds the per-epoch
+# iterator, shuffling and callbacks that synced train_on_batch steps do not pay).
+FIT_EPOCH_FACTOR = 2.0
 # A trial's warm-up (its first blocks, not samples) ends once two blocks agree or after
 # MAX_WARMUP_S (group_options): see warmup_estimate.
 MAX_WARMUP_S = 3.0
@@ -66,6 +70,9 @@ class SearchBudget:
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each
     cuts: list[str] = field(default_factory=list)  # what the budget left out, one line each
     finish_s: float = 0.0  # the dearest group.finish measured so far
+    # The final's blocks: whole epochs when all are short (0: K steps, when whole
+    # epochs would not leave the least a comparison needs within the budget).
+    final_whole_epoch_s: float = WHOLE_EPOCH_SECONDS
 
     def __post_init__(self) -> None:
         if self.start < 0:
@@ -185,7 +192,8 @@ class SearchBudget:
         all (none when the rungs already measured them, cut the same way)."""
         return RunOptions(min_rounds=LEAST_ROUNDS, max_rounds=LEAST_ROUNDS,
                           budget_seconds=max(1.0, self.rounds_left()),
-                          block_timeout=self.block_timeout)
+                          block_timeout=self.block_timeout,
+                          whole_epoch_seconds=self.final_whole_epoch_s)
 
     def more_final_options(self, least: int) -> RunOptions:
         """More rounds of the final, at least ``least`` in all (rounds a new process
@@ -193,7 +201,21 @@ class SearchBudget:
         the last ends before the budget less the search's end."""
         return RunOptions(min_rounds=least, max_rounds=max(30, least),
                           budget_seconds=max(0.0, self.rounds_left()),
-                          block_timeout=self.block_timeout)
+                          block_timeout=self.block_timeout,
+                          whole_epoch_seconds=self.final_whole_epoch_s)
+
+    def least_in_epochs(self, live: Iterable[TrialResult]) -> float | None:
+        """What the least rounds cost in whole-epoch blocks (each trial's warm-up of
+        WARMUP_BLOCKS epochs, then LEAST_ROUNDS rounds), at FIT_EPOCH_FACTOR times the
+        epoch the set-up steps give; None when the blocks would be K steps anyway."""
+        live = list(live)
+        epochs = [FIT_EPOCH_FACTOR * (r.setup_step_seconds or 0.0) * max(r.steps_per_epoch, 1)
+                  for r in live if r.status == "ok"]
+        if not epochs or any(r.setup_step_seconds is None for r in live) or (
+                max(epochs) / FIT_EPOCH_FACTOR > WHOLE_EPOCH_SECONDS):
+            return None
+        blocks = [max(TARGET_BLOCK_SECONDS, e) for e in epochs]
+        return sum(warmup_estimate(b) for b in blocks) + LEAST_ROUNDS * sum(blocks)
 
     def round_seconds(self, live: Iterable[TrialResult],
                       processes: dict[TrialSpec, int] | None = None) -> float:

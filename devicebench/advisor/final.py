@@ -63,6 +63,14 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
         scale = sum(processes.get(s, 1) for s in group.live) / per_round["procs"]
         return max(budget.round_seconds(live(), processes), per_round["s"] * scale)
 
+    # Whole epochs (as fit runs them) unless they would not leave the least within the
+    # budget: then blocks of K steps, which measure the same step in a fraction of it.
+    epochs = budget.least_in_epochs(live())
+    if epochs is not None and epochs > budget.rounds_left():
+        budget.final_whole_epoch_s = 0.0
+        budget.cut(f"budget was the limit: the final timed blocks of K steps, not whole "
+                   f"epochs (about {epochs:.0f} s for its least rounds, "
+                   f"{max(budget.rounds_left(), 0):.0f} s left)")
     with budget.phase("least rounds"):
         measure(budget.least_final_options(), None)
     seen = {s: group.processes(s) for s in group.live}

@@ -195,3 +195,28 @@ def test_a_budget_below_the_stored_least_is_refused_in_one_line(tmp_path):
     other = _snap()
     other.host.cpu_cores_logical = 64
     refuse_short_budget(db, other, BASE, 10.0, 20, {})
+
+
+class Recording(FakeGroup):
+    """Records the block cut each measure asked for (0: K steps)."""
+
+    def __init__(self) -> None:
+        super().__init__(setup_bias=1.0)
+        self.cuts: list[float] = []
+
+    def measure(self, options, enough=None):
+        self.cuts.append(options.whole_epoch_seconds)
+        return super().measure(options, enough)
+
+
+@pytest.mark.parametrize("budget_s,whole", [(16.0, False), (120.0, True)])
+def test_the_final_times_k_step_blocks_when_whole_epochs_would_not_fit(budget_s, whole):
+    # seed-rnn-like: TensorFlow's epoch ~1.5 s by its set-up steps (up to 2x that in fit):
+    # three rounds of whole epochs and their warm-up need ~13 s, 12 s are left at 16 s.
+    group = Recording()
+    budget = SearchBudget(budget_s, clock=group.clock)
+    group.add([BASE, JAX])
+    final_comparison(group, budget, [BASE, JAX], decided(BASE, [JAX]))
+    assert group.cuts and all((c > 0) == whole for c in group.cuts)  # one cut throughout
+    said = [c for c in budget.cuts if "blocks of K steps, not whole epochs" in c]
+    assert bool(said) == (not whole)
