@@ -262,6 +262,21 @@ class SearchBudget:
         return replica_cost(new) + warm + rounds * round_s
 
 
+def share_of_total(total_s: float, spent_s: float, jobs_left: int, cap_s: float,
+                   floor_s: float = 10.0, end_s: float = 2.0) -> float:
+    """The budget of the next of ``jobs_left`` searches in a job of ``total_s`` seconds
+    that has spent ``spent_s``: an even share of what is left (less ``end_s`` for the
+    job's own end), at most ``cap_s``, at least ``floor_s`` (advise's least budget).
+    Recomputed before each search, so one that ended early or late moves the next.
+
+    Example:
+        >>> share_of_total(90, 16, 2, 40)
+        36.0
+    """
+    left = total_s - spent_s - end_s
+    return max(floor_s, min(cap_s, left / max(jobs_left, 1)))
+
+
 def warmup_estimate(block: float) -> float:
     """A trial's warm-up at ``block`` seconds a block, as planned: WARMUP_BLOCKS blocks
     that agree, or MAX_WARMUP_S if that is sooner. On a busy machine it runs to the cap

@@ -220,3 +220,12 @@ def test_the_final_times_k_step_blocks_when_whole_epochs_would_not_fit(budget_s,
     assert group.cuts and all((c > 0) == whole for c in group.cuts)  # one cut throughout
     said = [c for c in budget.cuts if "blocks of K steps, not whole epochs" in c]
     assert bool(said) == (not whole)
+
+
+def test_the_main_job_shares_its_total_between_its_searches():
+    from devicebench.advisor.budget import share_of_total
+
+    assert share_of_total(90, 16, 2, 40) == 36.0  # even shares of what is left
+    assert share_of_total(90, 16 + 39, 1, 40) == 33.0  # the first ran long: less after
+    assert share_of_total(90, 5, 2, 40) == 40.0  # never more than each one's own
+    assert share_of_total(90, 95, 1, 40) == 10.0  # never below advise's least
