@@ -16,6 +16,7 @@ from devicebench.advisor.candidates import (
 )
 from devicebench.advisor.explain import Evidence, Reason, explain, snippet
 from devicebench.advisor.figures import DeviceFigures
+from devicebench.advisor.final import final_comparison
 from devicebench.advisor.search import (
     CandidateOutcome,
     StartGroup,
@@ -32,7 +33,7 @@ from devicebench.measure.stats import paired_ratio
 from devicebench.schema import envelope
 from devicebench.trials.headline import Headline, headline
 from devicebench.trials.plan import installed_backends, machine_devices
-from devicebench.trials.replication import Replication, replicate_keys
+from devicebench.trials.replication import Replication
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import ComparisonRow, compare
@@ -68,6 +69,7 @@ class AdviceResult:
     # Set by the live job (advisor.job): stability findings and the machine's load.
     stability: list[Any] = field(default_factory=list)
     load: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)  # SearchBudget.report()
 
     @property
     def recommended_row(self) -> ComparisonRow | None:
@@ -102,6 +104,7 @@ class AdviceResult:
             "replication": self.replication.to_dict() if self.replication else None,
             "stability": [f.to_dict() for f in self.stability],
             "load": self.load,
+            "budget": self.budget,
         })
 
 
@@ -282,25 +285,16 @@ def advise_workload(
         result.stop_reason = found.stop_reason
         # The final: more interleaved rounds for the baseline and the finalists (whole
         # epochs, as the user's fit runs them, when all of theirs are short), until
-        # the answer is decided or the budget ends; at least 6 rounds in all. The
-        # baseline, the headline's partner and the winner so far are measured in two or
-        # more processes (more where they disagree), as the budget holds them.
+        # the answer is decided or the budget ends; the least first, then the baseline,
+        # the headline's partner and the winner so far in two or more processes, as
+        # the budget holds them (advisor.final).
         winner = min((s for s in finalists if s != partner),
                      key=lambda s: outcomes[s].median_step_s or float("inf"), default=None)
-
-        def final_rounds() -> None:
-            live = [group.results[s] for s in group.live]
-            n = {s: group.processes(s) for s in group.live}
-            group.measure(budget.final_options(live, n, group.rounds_done),
-                          enough=decided(baseline, finalists))
-
-        result.replication = replicate_keys(
-            group, [baseline, *([partner] if partner else []), *([winner] if winner else [])],
-            left=budget.left, measure=final_rounds,
-            cost=lambda n, new: budget.replication_cost(
-                [group.results[s] for s in group.live], n, new))
+        result.replication = final_comparison(
+            group, budget, [baseline, *([partner] if partner else []),
+                            *([winner] if winner else [])], decided(baseline, finalists))
         result.notes.extend(result.replication.notes)
-        group.finish()
+        budget.finished(group)
     finally:
         group.close()  # an interrupted search leaves no worker behind
     final_results = [group.results[s] for s in [baseline, *finalists]]
@@ -366,11 +360,10 @@ def advise_workload(
                 f"(in-graph mode; lost in the noise or not measured): run {command} on a "
                 "quiet machine for the dispatch reason")
     result.elapsed_s = clock() - budget.start
-    if result.elapsed_s > 1.1 * budget_s:
-        result.notes.append(
-            f"took {result.elapsed_s:.0f} s of a {budget_s:.0f} s budget: setting up the "
-            "baseline and its first comparison and three interleaved rounds (the least a "
-            "CI needs) cost more than the budget here; raise --budget")
+    result.budget = budget.report()
+    said = {*result.notes, f"budget was the limit: {found.stop_reason}"}
+    result.notes.extend(c for c in budget.cuts if c not in said)  # a rung, a set-up cut
+    result.notes.extend(budget.overrun_notes())
     return result
 
 

@@ -1,14 +1,22 @@
 """The search's time arithmetic, in one place: how the budget is shared between setting
 candidates up, pruning them and the final comparison, what each untried candidate is
 expected to cost (from costs measured so far in this search), and how fast it could at
-best be (from evidence already in hand)."""
+best be (from evidence already in hand).
+
+Every phase past the least a comparison needs (the first batch's set-up, then the
+warm-up and three interleaved rounds) is planned from costs measured in this run and
+is not started when it cannot end before the budget; :meth:`SearchBudget.cut` records
+what was left out, :meth:`SearchBudget.report` says it (and where the time went)."""
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from devicebench.advisor.figures import DeviceFigures
 from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, WHOLE_EPOCH_SECONDS
@@ -19,9 +27,9 @@ from devicebench.trials.spec import TrialSpec
 
 # Candidates are set up while their measured costs end before what the rungs and the
 # final need (estimated from the blocks of the trials set up so far, at least
-# MIN_RESERVE_SHARE of the budget); pruning rungs run while they end before RUNG_SHARE.
+# MIN_RESERVE_SHARE of the budget); a pruning rung runs when, at its measured or
+# estimated cost, it ends before what the final needs.
 MIN_RESERVE_SHARE = 0.15
-RUNG_SHARE = 0.75
 FINAL_MIN_ROUNDS = 6
 FINAL_TRIALS = 4  # the baseline, the headline's partner and two finalists
 RUNG_ROUNDS = 4
@@ -31,6 +39,19 @@ RUNG_ROUNDS = 4
 # much until it is measured — the same factor the screen uses the other way.
 KNOB_MAX_SPEEDUP = 4.0
 UNMEASURED_BACKEND_FACTOR = 2.0  # see CostModel.setup_seconds
+LEAST_ROUNDS = 3  # the least a CI needs: never cut
+# An epoch under fit against the set-up steps' estimate of it (steps x step time): up to
+# ~2x for TensorFlow's seed-rnn on the loaded 2-core VM (its fit adds the per-epoch
+# iterator, shuffling and callbacks that synced train_on_batch steps do not pay).
+FIT_EPOCH_FACTOR = 2.0
+# A trial's warm-up (its first blocks, not samples) ends once two blocks agree or after
+# MAX_WARMUP_S (group_options): see warmup_estimate.
+MAX_WARMUP_S = 3.0
+WARMUP_BLOCKS = 2
+# What ends a search after its last round: finishing the live workers (their exits,
+# ~0.15 s each since launch.child.exit_now, together), storing them, the reasons; at
+# least this, else the dearest finish measured in this run.
+TAIL_S = 0.5
 
 
 @dataclass
@@ -46,10 +67,69 @@ class SearchBudget:
     total_s: float
     clock: Callable[[], float] = time.monotonic
     start: float = field(default=-1.0)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each
+    cuts: list[str] = field(default_factory=list)  # what the budget left out, one line each
+    finish_s: float = 0.0  # the dearest group.finish measured so far
+    # The final's blocks: whole epochs when all are short (0: K steps, when whole
+    # epochs would not leave the least a comparison needs within the budget).
+    final_whole_epoch_s: float = WHOLE_EPOCH_SECONDS
 
     def __post_init__(self) -> None:
         if self.start < 0:
             self.start = self.clock()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Count the time spent inside the block towards ``phases[name]``."""
+        t0 = self.clock()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + self.clock() - t0
+
+    def finished(self, group: Any, specs: list[TrialSpec] | None = None) -> None:
+        """``group.finish(specs)``, its cost measured (what the search's end will cost)."""
+        if specs is not None and not specs:
+            return
+        t0 = self.clock()
+        group.finish(specs)
+        self.finish_s = max(self.finish_s, self.clock() - t0)
+
+    def cut(self, line: str) -> None:
+        """Record something the budget left out (said in the output)."""
+        self.cuts.append(line)
+
+    @property
+    def tail_s(self) -> float:
+        """What the search's end (finishing the live workers, the reasons) is expected
+        to cost: TAIL_S, or more where a finish in this run cost more."""
+        return max(TAIL_S, self.finish_s)
+
+    def rounds_left(self) -> float:
+        """Seconds left for rounds: the budget less the search's end."""
+        return self.left() - self.tail_s
+
+    def overrun_notes(self) -> list[str]:
+        """A line when the search took more than the budget and 10%: only the least a
+        comparison needs is never cut, so it says what that cost here and the budget
+        that would hold it."""
+        spent = self.elapsed()
+        if spent <= 1.1 * self.total_s:
+            return []
+        least = self.phases.get("least set-up", 0.0) + self.phases.get("least rounds", 0.0)
+        fits = 10 * math.ceil(1.25 * max(least, spent - self.phases.get("final", 0.0)) / 10)
+        return [f"took {spent:.0f} s of a {self.total_s:.0f} s budget: setting up the "
+                f"baseline and its first comparison ({self.phases.get('least set-up', 0):.0f} "
+                f"s) and three interleaved rounds with their warm-up "
+                f"({self.phases.get('least rounds', 0):.0f} s) — the least a CI needs, "
+                f"never cut — cost more than the budget here; raise --budget (to about "
+                f"{fits} s)"]
+
+    def report(self) -> dict[str, Any]:
+        """Where the time went and what the budget cut (the advice's ``budget``)."""
+        return {"budget_s": self.total_s, "elapsed_s": round(self.elapsed(), 3),
+                "phases_s": {k: round(v, 3) for k, v in self.phases.items()},
+                "limited": bool(self.cuts), "cuts": list(self.cuts)}
 
     def elapsed(self) -> float:
         return self.clock() - self.start
@@ -65,15 +145,18 @@ class SearchBudget:
         return self.start + self.total_s - self.reserve(results or {}, contenders)
 
     def reserve(self, results: dict[TrialSpec, TrialResult], contenders: int = 0) -> float:
+        """What must stay for after the set-ups: the least final (LEAST_ROUNDS rounds of
+        the baseline, its first comparison and up to two contenders, each with its
+        warm-up), the rungs (with more than two contenders) and the search's end, at the
+        block lengths of the trials measured so far; at least MIN_RESERVE_SHARE. The
+        final's further rounds and processes are planned on what its least rounds cost,
+        from what is left then."""
         block = block_estimate(results.values())
-        need = FINAL_MIN_ROUNDS * FINAL_TRIALS * block
+        trials = min(FINAL_TRIALS, 2 + contenders)
+        need = trials * (LEAST_ROUNDS * block + warmup_estimate(block)) + self.tail_s
         if contenders > 2:
-            need += RUNG_ROUNDS * contenders * block
+            need += RUNG_ROUNDS * contenders * block + contenders * warmup_estimate(block)
         return max(MIN_RESERVE_SHARE * self.total_s, need)
-
-    @property
-    def rung_deadline(self) -> float:
-        return self.start + RUNG_SHARE * self.total_s
 
     @property
     def block_timeout(self) -> float:
@@ -94,7 +177,7 @@ class SearchBudget:
 
     def group_options(self, equivalence_steps: int) -> RunOptions:
         return RunOptions(equivalence_steps=equivalence_steps,
-                          setup_timeout=self.setup_timeout, max_warmup_seconds=3.0)
+                          setup_timeout=self.setup_timeout, max_warmup_seconds=MAX_WARMUP_S)
 
     def rung_options(self) -> list[RunOptions]:
         """Two pruning rungs of two interleaved rounds each (rounds count in total), in
@@ -104,28 +187,62 @@ class SearchBudget:
         return [RunOptions(min_rounds=2, max_rounds=2, **short),
                 RunOptions(min_rounds=4, max_rounds=4, **short)]
 
-    def final_options(self, live: Iterable[TrialResult] = (),
-                      processes: dict[TrialSpec, int] | None = None,
-                      rounds_done: int = 0) -> RunOptions:
-        """The final comparison: at most 30 rounds, until every CI is within 3% or what
-        remains of the budget has passed; at least FINAL_MIN_ROUNDS rounds in all — or
-        as many as the rest of the budget holds at the live trials' block lengths, each
-        trial's times its ``processes`` (never fewer than 3: a CI needs them; with
-        replicated trials, never fewer than 3 beyond ``rounds_done``, so each new
-        process has rounds of its own)."""
-        live = list(live)
-        n = processes or {}
-        round_s = (sum(block_estimate([r]) * n.get(r.spec, 1) for r in live)
-                   or TARGET_BLOCK_SECONDS)
-        # A trial's first blocks are warm-up (about two blocks, not samples).
-        warmup_s = sum(2 * block_estimate([r]) for r in live if r.warmup_seconds is None)
-        fits = int((self.left() - warmup_s) // round_s)
-        least = max(3, min(FINAL_MIN_ROUNDS, fits))
-        if any(v > 1 for v in n.values()):
-            least = max(least, rounds_done + 3)
+    def least_final_options(self) -> RunOptions:
+        """The least a comparison needs, never cut: LEAST_ROUNDS interleaved rounds in
+        all (none when the rungs already measured them, cut the same way)."""
+        return RunOptions(min_rounds=LEAST_ROUNDS, max_rounds=LEAST_ROUNDS,
+                          budget_seconds=max(1.0, self.rounds_left()),
+                          block_timeout=self.block_timeout,
+                          whole_epoch_seconds=self.final_whole_epoch_s)
+
+    def more_final_options(self, least: int) -> RunOptions:
+        """More rounds of the final, at least ``least`` in all (rounds a new process
+        needs, already paid for), at most 30; each further one only while a round like
+        the last ends before the budget less the search's end."""
         return RunOptions(min_rounds=least, max_rounds=max(30, least),
-                          budget_seconds=max(1.0, self.left()),
-                          block_timeout=self.block_timeout)
+                          budget_seconds=max(0.0, self.rounds_left()),
+                          block_timeout=self.block_timeout,
+                          whole_epoch_seconds=self.final_whole_epoch_s)
+
+    def least_in_epochs(self, live: Iterable[TrialResult]) -> float | None:
+        """What the least rounds cost in whole-epoch blocks (each trial's warm-up of
+        WARMUP_BLOCKS epochs, then LEAST_ROUNDS rounds), at FIT_EPOCH_FACTOR times the
+        epoch the set-up steps give; None when the blocks would be K steps anyway."""
+        live = list(live)
+        epochs = [FIT_EPOCH_FACTOR * (r.setup_step_seconds or 0.0) * max(r.steps_per_epoch, 1)
+                  for r in live if r.status == "ok"]
+        if not epochs or any(r.setup_step_seconds is None for r in live) or (
+                max(epochs) / FIT_EPOCH_FACTOR > WHOLE_EPOCH_SECONDS):
+            return None
+        blocks = [max(TARGET_BLOCK_SECONDS, e) for e in epochs]
+        return sum(warmup_estimate(b) for b in blocks) + LEAST_ROUNDS * sum(blocks)
+
+    def round_seconds(self, live: Iterable[TrialResult],
+                      processes: dict[TrialSpec, int] | None = None) -> float:
+        """One interleaved round of ``live``, each trial's times its ``processes``:
+        at their measured median blocks where there are, else as estimated."""
+        n = processes or {}
+        return sum(measured_block(r) * max(1, n.get(r.spec, 1)) for r in live)
+
+    def rung_cost(self, live: Iterable[TrialResult], rounds: int) -> float:
+        """A pruning rung of ``rounds`` interleaved rounds of ``live`` in K-step blocks:
+        the warm-up of those not warmed up yet, then the rounds (measured K-step blocks
+        where there are, else about TARGET_BLOCK_SECONDS or one set-up step)."""
+        live = list(live)
+
+        def block(r: TrialResult) -> float:
+            if r.block_seconds and r.blocks_cut == "steps":
+                return statistics.median(r.block_seconds)
+            return max(TARGET_BLOCK_SECONDS, r.setup_step_seconds or 0.0)
+
+        warm = sum(warmup_estimate(block(r)) for r in live if r.warmup_seconds is None)
+        return warm + rounds * sum(block(r) for r in live)
+
+    def rungs_fit(self, live: Iterable[TrialResult], rounds: int,
+                  results: dict[TrialSpec, TrialResult]) -> bool:
+        """Whether a rung of ``rounds`` rounds ends before what the final needs."""
+        end = self.start + self.total_s - self.reserve(results)
+        return self.clock() + self.rung_cost(live, rounds) <= end
 
     def replication_cost(self, live: Iterable[TrialResult], processes: dict[TrialSpec, int],
                          new: list[TrialResult], rounds: int = 3) -> float:
@@ -138,11 +255,42 @@ class SearchBudget:
         def block(r: TrialResult) -> float:
             return max(block_estimate([r]), max(r.block_seconds, default=0.0))
 
-        warm = sum(r.warmup_seconds if r.warmup_seconds is not None else 2 * block(r)
-                   for r in new)
-        warm += sum(2 * block(r) for r in live if r.warmup_seconds is None)
+        warm = sum(r.warmup_seconds if r.warmup_seconds is not None
+                   else warmup_estimate(block(r)) for r in new)
+        warm += sum(warmup_estimate(block(r)) for r in live if r.warmup_seconds is None)
         round_s = sum(block(r) * processes.get(r.spec, 1) for r in live)
         return replica_cost(new) + warm + rounds * round_s
+
+
+def share_of_total(total_s: float, spent_s: float, jobs_left: int, cap_s: float,
+                   floor_s: float = 10.0, end_s: float = 2.0) -> float:
+    """The budget of the next of ``jobs_left`` searches in a job of ``total_s`` seconds
+    that has spent ``spent_s``: an even share of what is left (less ``end_s`` for the
+    job's own end), at most ``cap_s``, at least ``floor_s`` (advise's least budget).
+    Recomputed before each search, so one that ended early or late moves the next.
+
+    Example:
+        >>> share_of_total(90, 16, 2, 40)
+        36.0
+    """
+    left = total_s - spent_s - end_s
+    return max(floor_s, min(cap_s, left / max(jobs_left, 1)))
+
+
+def warmup_estimate(block: float) -> float:
+    """A trial's warm-up at ``block`` seconds a block, as planned: WARMUP_BLOCKS blocks
+    that agree, or MAX_WARMUP_S if that is sooner. On a busy machine it runs to the cap
+    (mnist-cnn on the loaded 2-core VM: 4.1 s for the warm-up and the first 0.25 s
+    block); the final measures its least rounds before anything that depends on their
+    cost, so a longer warm-up than planned costs those rounds only."""
+    return min(MAX_WARMUP_S, WARMUP_BLOCKS * block)
+
+
+def measured_block(r: TrialResult) -> float:
+    """``r``'s block: the median of those timed (in the current cut), else the estimate."""
+    if r.block_seconds:
+        return statistics.median(r.block_seconds)
+    return block_estimate([r])
 
 
 def block_estimate(results: Iterable[TrialResult]) -> float:

@@ -44,6 +44,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
             this machine cannot run, a user workload that does not load or fit).
     """
     from devicebench.advisor.figures import device_figures
+    from devicebench.advisor.floor import refuse_short_budget
     from devicebench.env.probe import probe_host_layer
     from devicebench.measure.load import read_load
     from devicebench.store import recorded_run
@@ -69,6 +70,9 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     if baseline is not None:
         why = "given with --baseline" + ("" if "device=" in baseline else
                                          f" ({default.device}: the default device)")
+    # A budget below the least a comparison has cost here (issue 27, item 15): refused.
+    refuse_short_budget(db, snapshot, spec, budget, equivalence_steps, workload_facts(workload),
+                        allow_batch_change)
     # A user workload that does not load, returns the wrong thing or whose data does not
     # fit its model is bad input (exit 2), found in a throwaway worker before searching.
     check_workload_runs(workload, spec.backend)

@@ -86,8 +86,8 @@ class Group(Protocol):
     def live(self) -> list[TrialSpec]: ...
     @property
     def rounds_done(self) -> int: ...
-    def add(self, specs: list[TrialSpec],
-            start_by: dict[TrialSpec, float] | None = None) -> None: ...
+    def add(self, specs: list[TrialSpec], start_by: dict[TrialSpec, float] | None = None,
+            end_by: dict[TrialSpec, float] | None = None) -> None: ...
     def measure(self, options: RunOptions,
                 enough: Callable[[dict[TrialSpec, TrialResult]], bool] | None = None
                 ) -> int: ...
@@ -188,17 +188,20 @@ def search(
     costs = CostModel(group.results)
 
     def set_up(batch: list[TrialSpec], deadline: float | None = None) -> None:
-        # Each set-up starts only if, at its measured cost, it ends by the deadline.
+        # Each set-up starts only if, at its measured cost, it ends by the deadline, and
+        # is stopped there if it has not (a compile dearer than any measured so far).
         start_by = ({s: deadline - costs.setup_seconds(s) for s in batch}
                     if deadline is not None else None)
+        end_by = {s: deadline for s in batch} if deadline is not None else None
         group.add(([baseline] if baseline not in group.results else []) + batch,
-                  start_by=start_by)
+                  start_by=start_by, end_by=end_by)
         tried.extend(batch)
         for spec in batch:
             out = outcomes[spec]
             r = group.results.get(spec)
             if r is not None and r.status == "skipped" and r.error.startswith("budget"):
                 out.untried = r.error  # the batch ran past the set-up deadline
+                budget.cut(f"budget was the limit: {spec.label}: {r.error.split(': ', 1)[1]}")
                 continue
             if r is None:
                 out.rejected = "no result came back"
@@ -213,13 +216,15 @@ def search(
         # Far slower already in its set-up steps: not worth a timed round.
         screened = screen(baseline, [s for s in alive if s not in protected],
                           group.results, outcomes)
-        group.finish(screened)
+        budget.finished(group, screened)
         alive[:] = [s for s in alive if s not in screened]
 
     # First the baseline and the protected (the headline's pair) — or, on a machine
     # without one, the most promising candidate: their imports and set-ups are the
     # measured costs the rest of the search is planned on.
+    t_setup = budget.clock()
     set_up(list(protected) or candidates[:1])
+    budget.phases["least set-up"] = budget.clock() - t_setup
     stop = ""
     while True:
         untried = [c for c in candidates if c not in tried]
@@ -257,16 +262,29 @@ def search(
                     f"{', '.join(c.label for c in hopeful)} (raise --budget to include them)")
             break
         set_up(batch, deadline)
+    budget.phases["set-up"] = budget.clock() - t_setup - budget.phases["least set-up"]
+    if stop.startswith("budget"):
+        budget.cut(f"budget was the limit: {stop}")
     rung_s = 0.0
     contenders = [s for s in alive if s not in protected]
     for rung, options in enumerate(rung_options or budget.rung_options()):
         if len(contenders) <= keep_final:
             break  # few enough already: the final comparison measures them
-        if rung > 0 and budget.clock() + rung_s > budget.rung_deadline:
-            break  # the next rung costs about what the last one did
+        # The rung must end before what the final needs: its cost as measured so far
+        # (the last rung's, at least), else estimated from the set-up steps.
+        live = [group.results[s] for s in group.live]
+        cost = max(rung_s, budget.rung_cost(live, max(1, options.max_rounds
+                                                      - group.rounds_done)))
+        if budget.clock() + cost > budget.start + budget.total_s - budget.reserve(
+                group.results):
+            budget.cut(f"budget was the limit: pruning rung {rung + 1} (about {cost:.0f} s) "
+                       f"skipped; {len(contenders)} contenders were ranked on "
+                       + ("their last rung" if rung else "their set-up steps"))
+            break
         rung_start = budget.clock()
         group.measure(options)
         rung_s = budget.clock() - rung_start
+        budget.phases["rungs"] = budget.phases.get("rungs", 0.0) + rung_s
         timed = []
         for spec in contenders:
             out, r = outcomes[spec], group.results[spec]
@@ -281,13 +299,13 @@ def search(
         keep = max(keep_final, math.ceil(len(timed) / eta))
         for spec in timed[keep:]:
             outcomes[spec].pruned = True
-        group.finish(timed[keep:])
+        budget.finished(group, timed[keep:])
         contenders = timed[:keep]
     # No rung left to tell them apart: the fastest (in set-up steps, if never timed) go on.
     contenders.sort(key=lambda s: outcomes[s].median_step_s or math.inf)
     for spec in contenders[keep_final:]:
         outcomes[spec].pruned = True
-    group.finish(contenders[keep_final:])
+    budget.finished(group, contenders[keep_final:])
     finalists = [p for p in protected if p in alive] + contenders[:keep_final]
     return SearchResult(finalists, outcomes, stop)
 

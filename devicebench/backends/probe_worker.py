@@ -12,7 +12,7 @@ import sys
 import traceback
 
 from devicebench.backends import FRAMEWORKS
-from devicebench.launch.child import die_with_parent
+from devicebench.launch.child import die_with_parent, exit_now
 
 
 def main(argv: list[str]) -> int:
@@ -42,4 +42,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))

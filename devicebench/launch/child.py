@@ -39,6 +39,19 @@ class Channel:
         self._out.flush()
 
 
+def exit_now(code: int) -> None:
+    """End this worker at once, skipping the interpreter's teardown: call it when every
+    reply the parent is owed is on the result pipe. Tearing down a process that holds
+    TensorFlow or JAX took ~2.6 s on the project's 2-core VM, and the parent waits for
+    each finished worker's exit (an ``advise`` ends dozens); this takes ~0.15 s."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 PARENT_PID_VAR = "DEVICEBENCH_PARENT_PID"  # set by the launcher in every worker's env
 PR_SET_PDEATHSIG = 1
 WATCH_PARENT_SECONDS = 0.5

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.errors import exception_line
-from devicebench.launch.child import die_with_parent
+from devicebench.launch.child import die_with_parent, exit_now
 from devicebench.ops.kernels import BaseKernels, DeviceUnavailable, load_kernels
 from devicebench.ops.result import OpsPoint, OpsWorkerResult
 from devicebench.ops.spec import OpsConfig, modes_for, op_work, ops_for
@@ -302,4 +302,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

@@ -114,8 +114,10 @@ class ReplayWorker:
         self.send(message)
         reply = self.receive(timeout)
         if self.clock.now - start > timeout:
+            took = self.clock.now - start
+            self.clock.now = start + timeout  # stopped there, as a real worker is killed
             raise WorkerFailure("timeout", f"replay: no reply within {timeout:.0f} s "
-                                f"(the profiled machine took {self.clock.now - start:.1f} s)")
+                                f"(the profiled machine took {took:.1f} s)")
         return reply
 
     def begin_close(self) -> None:

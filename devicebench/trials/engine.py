@@ -41,6 +41,7 @@ from devicebench.trials.protocol import (
 from devicebench.trials.replication import measure_replicated
 from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.rounds import block_changes, set_blocks_apart, start_replicas
+from devicebench.trials.rounds import bounded_request as _bounded_request
 from devicebench.trials.spec import TrialSpec
 
 DEFAULT_OPTIONS = RunOptions()  # frozen: safe as a default argument
@@ -140,8 +141,7 @@ class TrialGroup:
 
     @property
     def rounds_done(self) -> int:
-        """Rounds whose blocks are kept (since the live trials' blocks were last cut
-        another way)."""
+        """Rounds kept since the live trials' blocks were last cut another way."""
         return self._comparable_rounds
 
     def _update(self, spec: TrialSpec, **changes: Any) -> TrialResult:
@@ -186,12 +186,12 @@ class TrialGroup:
             self._done(spec)
             return None
 
-    def add(self, specs: list[TrialSpec],
-            start_by: dict[TrialSpec, float] | None = None) -> None:
+    def add(self, specs: list[TrialSpec], start_by: dict[TrialSpec, float] | None = None,
+            end_by: dict[TrialSpec, float] | None = None) -> None:
         """Start workers for ``specs`` (imports overlap), then set each up in turn; a
-        trial (not the reference) whose set-up would start after its ``start_by`` time
-        (on this group's clock) is not set up: it ends as ``skipped`` (a search's
-        budget)."""
+        trial (not the reference) whose set-up would start after its ``start_by`` time,
+        or has not ended by its ``end_by`` time (on this group's clock: it is stopped
+        there), ends as ``skipped`` (a search's budget)."""
         new = [s for s in dict.fromkeys(specs) if s not in self.results]
         if self.reference in new:  # the reference sets up first: others copy its weights
             new.remove(self.reference)
@@ -207,8 +207,7 @@ class TrialGroup:
             self.order.append(spec)
             self._emit("start", spec, {})
             self._ask(spec, lambda s=spec: start(s))
-        # Every import finishes before the first set-up, so no set-up (its first step,
-        # its equivalence steps, the step estimate blocks are cut by) runs beside one.
+        # Every import ends before the first set-up: no set-up step runs beside an import.
         for spec in [s for s in new if s not in self.finished]:
             self._ask(spec, lambda s=spec: self._workers[s].receive(timeout=opts.import_timeout))
         for spec in new:
@@ -235,8 +234,9 @@ class TrialGroup:
                 max_warmup_seconds=opts.max_warmup_seconds,
                 screen_step_seconds=screen, screen_min_steps=SCREEN_MIN_STEPS)
             wire = req.to_message()
-            msg = self._ask(spec, lambda s=spec, m=wire: self._workers[s].request(
-                m, timeout=opts.setup_timeout))
+            end = None if spec == self.reference else (end_by or {}).get(spec)
+            msg = self._ask(spec, lambda s=spec, m=wire, e=end: _bounded_request(
+                self._workers[s], m, opts.setup_timeout, e, self._clock))
             if msg is None:
                 continue
             reply = SetupReply.from_message(msg)
@@ -252,7 +252,7 @@ class TrialGroup:
                                                    self.loss_check)
 
     def processes(self, spec: TrialSpec) -> int:
-        """How many live worker processes measure ``spec`` (0 once it is finished)."""
+        """Live worker processes measuring ``spec`` (0 once it is finished)."""
         if spec in self.finished or spec not in self._workers:
             return 0
         return 1 + len(self._replicas.get(spec, []))

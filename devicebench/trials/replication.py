@@ -72,13 +72,15 @@ def replica_cost(results: Iterable[TrialResult]) -> float:
 def replicate_keys(group: Any, keys: list[TrialSpec], *, left: Callable[[], float],
                    cost: Callable[[dict[TrialSpec, int], list[TrialResult]], float],
                    measure: Callable[[], Any],
-                   max_processes: int = MAX_PROCESSES) -> Replication:
+                   max_processes: int = MAX_PROCESSES,
+                   margin: float = COST_MARGIN) -> Replication:
     """Give ``keys`` (live trials of ``group``, a
     :class:`~devicebench.trials.engine.TrialGroup`) :data:`MIN_PROCESSES` processes each,
     then one more (up to ``max_processes``) to those whose processes disagree, each
     step only while ``cost(processes after, one result per new process)`` (starting
     them, their warm-up and the rounds they need) fits in ``left()`` seconds;
-    ``measure()`` runs the caller's rounds after each step (once, if none fits).
+    ``measure()`` runs the caller's rounds after each step (once, if none fits);
+    ``margin``: the share of ``left()`` a cost estimate may take.
     Returns what was done and what the budget stopped.
     """
     out = Replication()
@@ -91,7 +93,7 @@ def replicate_keys(group: Any, keys: list[TrialSpec], *, left: Callable[[], floa
         after = {**counts, **want}
         extra = [group.results[k] for k, n in want.items() for _ in range(n - counts[k])]
         need = cost(after, extra)
-        if need > COST_MARGIN * left():
+        if need > margin * left():
             out.budget_limited = True
             labels = ", ".join(k.label for k in want)
             have = min(counts[k] for k in want)

@@ -51,6 +51,24 @@ def set_blocks_apart(r: TrialResult) -> dict[str, Any]:
         "block_seconds": (), "block_rounds": (), "block_replicas": ()}
 
 
+def bounded_request(worker: Worker, message: dict[str, Any], timeout: float,
+                    end: float | None, clock: Callable[[], float]) -> dict[str, Any]:
+    """``worker.request(message)`` within ``timeout`` seconds and, when ``end`` is given,
+    by that time on ``clock``: a reply not in by then stops the worker and raises a
+    ``skipped`` WorkerFailure whose message starts with "budget" (a search's deadline,
+    not a fault of the trial)."""
+    if end is None:
+        return worker.request(message, timeout=timeout)
+    bound = max(1.0, end - clock())
+    try:
+        return worker.request(message, timeout=min(timeout, bound))
+    except WorkerFailure as exc:
+        if exc.status != "timeout" or bound >= timeout:
+            raise
+        raise WorkerFailure("skipped", f"budget: its set-up was stopped at the search's "
+                            f"set-up deadline, {bound:.0f} s in") from None
+
+
 Emit = Callable[[str, TrialSpec | None, dict[str, Any]], None]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from devicebench.errors import exception_line, strip_ansi
-from devicebench.launch.child import Channel, die_with_parent
+from devicebench.launch.child import Channel, die_with_parent, exit_now
 from devicebench.measure.stats import settled
 from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, plan_blocks
 from devicebench.trials.protocol import (
@@ -449,4 +449,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))

@@ -64,4 +64,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from devicebench.launch.child import exit_now
+
+    exit_now(main(sys.argv[1:]))  # the result file is closed: no teardown to wait for

@@ -58,7 +58,9 @@ def successive_halving(baseline, candidates, group, *, rung_options):
 
 
 class FakeGroup:
-    """Synthetic timings in place of worker processes; records what each rung measured."""
+    """Synthetic timings in place of worker processes; records what each rung measured.
+    Its ``clock`` moves with the work done: 2 s to set a trial up or start a process,
+    each block's own seconds."""
 
     def __init__(self, steps=None, *, nan=frozenset(), crash=frozenset(), verdicts=None,
                  setup_bias: float | None = None):
@@ -72,6 +74,10 @@ class FakeGroup:
         self.calls: list[list[TrialSpec]] = []
         self.rounds_done = 0
         self.n: dict[TrialSpec, int] = {}  # worker processes per trial (replicas)
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
 
     def processes(self, spec):
         return 0 if spec in self.finished else self.n.get(spec, 1)
@@ -79,6 +85,7 @@ class FakeGroup:
     def replicate(self, counts):
         for s, k in counts.items():
             if s in self.live:
+                self.now += 2.0 * max(0, k - self.n.get(s, 1))
                 self.n[s] = max(self.n.get(s, 1), k)
         return {s: self.processes(s) for s in counts}
 
@@ -86,9 +93,10 @@ class FakeGroup:
     def live(self):
         return [s for s in self.order if s not in self.finished]
 
-    def add(self, specs, start_by=None):
+    def add(self, specs, start_by=None, end_by=None):
         for s in specs:
             self.order.append(s)
+            self.now += 2.0
             if s in self.crash:
                 self.results[s] = TrialResult(s, status="crashed",
                                               error="worker killed by SIGSEGV")
@@ -116,6 +124,7 @@ class FakeGroup:
                                       *[10 * self.steps.get(s, 0.02) * d] * k),
                     block_rounds=(*r.block_rounds, *[self.rounds_done] * k),
                     block_replicas=(*tags, *range(k)) if k > 1 or r.block_replicas else ())
+                self.now += 10 * self.steps.get(s, 0.02) * d * k
             self.rounds_done += 1
             ran += 1
             if self.rounds_done >= options.min_rounds and (enough is None
@@ -223,10 +232,9 @@ def _snap() -> EnvSnapshot:
 
 def test_advise_recommends_the_significantly_faster_safe_candidate():
     fake = FakeGroup()
-    clock = iter(range(0, 10_000, 5)).__next__
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
                              workload_tags=("recurrent",), start_group=fake.start,
-                             clock=clock)
+                             clock=fake.clock)
     assert advice.recommended == BASE.with_(backend="jax")
     assert advice.to_dict()["speedup_vs_baseline"]["value"] == pytest.approx(0.007 / 0.0004)
     assert "KERAS_BACKEND" in advice.code and '"jax"' in advice.code
@@ -244,9 +252,9 @@ def test_advise_recommends_the_significantly_faster_safe_candidate():
 
 def test_advise_keeps_the_baseline_when_nothing_is_faster():
     slow = {s: (0.007 if s == BASE else 0.02) for s in STEPS}
+    fake = FakeGroup(slow)
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             start_group=FakeGroup(slow).start,
-                             clock=iter(range(0, 10_000, 5)).__next__)
+                             start_group=fake.start, clock=fake.clock)
     assert advice.recommended is None
     assert advice.verdict.startswith("keep")
     assert advice.code == ""
@@ -263,9 +271,9 @@ def test_math_changing_candidate_needs_loss_equivalence():
         rung_options=[RunOptions(max_rounds=2, min_rounds=2)])
     assert finalists[0] == bf16  # changes the math, but its loss matched: allowed
     assert "changes the math (batch_size)" in outcomes[bigger].rejected
+    fake = FakeGroup(steps, verdicts=verdicts)
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             start_group=FakeGroup(steps, verdicts=verdicts).start,
-                             clock=iter(range(0, 10_000, 1)).__next__)
+                             start_group=fake.start, clock=fake.clock)
     assert advice.recommended == bf16
     assert "changes the math: precision" in advice.verdict
 
@@ -420,14 +428,16 @@ def test_dispatch_reason_multiplies_ops_per_step_by_the_measured_per_op_cost():
 
 
 def test_advise_cites_the_ops_rate_or_says_how_to_get_it():
-    kw = dict(baseline=BASE, budget_s=120, clock=iter(range(0, 10_000, 5)).__next__)
+    fake = FakeGroup()
+    kw = dict(baseline=BASE, budget_s=120, clock=fake.clock)
     with_ops = advise_workload("seed-rnn", _snap(), figures=_figures(),
-                               start_group=FakeGroup().start, **kw)
+                               start_group=fake.start, **kw)
     (text,) = [r.text for r in with_ops.reasons if r.id == "overhead-bound"]
     assert "devicebench ops run #3" in text and "150 GFLOP/s" in text
     assert not any("devicebench ops --backend" in n for n in with_ops.notes)
-    kw["clock"] = iter(range(0, 10_000, 5)).__next__
-    without = advise_workload("seed-rnn", _snap(), start_group=FakeGroup().start, **kw)
+    fake = FakeGroup()
+    kw["clock"] = fake.clock
+    without = advise_workload("seed-rnn", _snap(), start_group=fake.start, **kw)
     assert any("`devicebench ops --backend tensorflow --device cpu`" in n
                for n in without.notes)
 
