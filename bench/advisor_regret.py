@@ -22,7 +22,7 @@ import argparse
 import time
 
 from devicebench.advisor.advice import DEFAULT_BUDGET_S, advise_workload, default_baseline
-from devicebench.advisor.job import workload_facts
+from devicebench.advisor.facts import workload_facts
 from devicebench.advisor.search import rejection
 from devicebench.env.probe import probe_host_layer
 from devicebench.measure.stats import paired_ratio

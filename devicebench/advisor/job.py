@@ -14,21 +14,7 @@ from devicebench.advisor.advice import (
     default_baseline,
     parse_baseline,
 )
-
-
-def workload_facts(workload: str) -> dict[str, Any]:
-    """What :func:`advise_workload` knows of a built-in workload (its batch size, tags,
-    analytic FLOPs per step, the epochs its script trains, a recurrent loop's length);
-    for a captured script, what its capture recorded; nothing for other user workloads."""
-    from devicebench.workloads import BUILTIN_WORKLOADS
-    from devicebench.workloads.script import capture_facts
-
-    w = BUILTIN_WORKLOADS.get(workload)
-    if w is None:
-        return capture_facts(workload)  # a captured script's, else nothing
-    return {"workload_batch_size": w.batch_size, "workload_tags": w.tags,
-            "workload_flops_per_step": w.flops_per_step(), "workload_epochs": w.epochs,
-            "workload_timesteps": w.params.get("timesteps")}
+from devicebench.advisor.facts import workload_facts
 
 
 def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batch_change: bool,

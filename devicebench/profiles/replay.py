@@ -222,7 +222,7 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
         'jax/cpu'
     """
     from devicebench.advisor.advice import advise_workload, default_baseline
-    from devicebench.advisor.job import workload_facts
+    from devicebench.advisor.facts import workload_facts
     from devicebench.advisor.search import engine_group
 
     snapshot = profile.env_snapshot()
