@@ -88,7 +88,7 @@ def advise(
     Args:
         workload_or_model: a training script (``"train.py"``: run up to its first
             ``fit()``, with ``script_args`` as its arguments; the result is a
-            :class:`devicebench.advisor.script_job.ScriptAdvice`, whose ``.patch.diff``
+            :class:`devicebench.jobs.advise_script.ScriptAdvice`, whose ``.patch.diff``
             is the change to the script), a built-in workload name,
             ``"path/file.py:function"``, a
             ``.keras`` path, or a compiled ``keras.Model`` (saved to a temporary file so
@@ -115,7 +115,7 @@ def advise(
         >>> result = devicebench.advise("seed-rnn", budget=60)
         >>> print(result.verdict)
     """
-    from devicebench.advisor.job import run_advice
+    from devicebench.jobs.advise import run_advice
     from devicebench.report.advise import with_spinner
     from devicebench.validate import check_advise_request
 
@@ -123,7 +123,7 @@ def advise(
     from devicebench.workloads.script import is_script_ref
 
     if isinstance(workload_or_model, str | Path) and is_script_ref(str(workload_or_model)):
-        from devicebench.advisor.script_job import advise_script
+        from devicebench.jobs.advise_script import advise_script
 
         return with_spinner(str(workload_or_model), progress, lambda on_event: advise_script(
             str(workload_or_model), list(script_args or []), baseline=baseline, budget=budget,

@@ -65,7 +65,7 @@ class AdviceResult:
     baseline_reason: str = ""
     stop_reason: str = ""
     replication: Replication | None = None  # processes per configuration the verdict rests on
-    # Set by the live job (advisor.job): stability findings and the machine's load.
+    # Set by the live job (jobs.advise): stability findings and the machine's load.
     stability: list[Any] = field(default_factory=list)
     load: dict[str, Any] = field(default_factory=dict)
 

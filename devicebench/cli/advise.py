@@ -28,8 +28,8 @@ the change to make comes as a patch to it.
 
 
 def _with_progress(workload: str, progress: bool, **kwargs: Any):
-    """:func:`devicebench.advisor.job.run_advice` with a spinner on stderr."""
-    from devicebench.advisor.job import run_advice
+    """:func:`devicebench.jobs.advise.run_advice` with a spinner on stderr."""
+    from devicebench.jobs.advise import run_advice
     from devicebench.report.advise import with_spinner
 
     return with_spinner(workload, progress,
@@ -109,7 +109,7 @@ def main_job(db: Path | None = None, workloads: tuple[str, ...] = MAIN_WORKLOADS
                   highlight=False)
     con.print(f"  ({len(findings)} findings; `devicebench doctor` for details)")
     from devicebench.advisor.advice import default_baseline
-    from devicebench.advisor.job import ensure_dispatch_figures
+    from devicebench.jobs.advise import ensure_dispatch_figures
 
     # The per-op cost behind the accelerator verdict's reasons, once per machine.
     probed = ensure_dispatch_figures(db, snap, default_baseline(snap, workloads[0])[0].backend)

@@ -13,7 +13,7 @@ from devicebench.cli import DB_HELP, app, fail, user_errors
 
 
 def _run(script: str, args: list[str], progress: bool, **kwargs: Any):
-    from devicebench.advisor.script_job import advise_script
+    from devicebench.jobs.advise_script import advise_script
     from devicebench.report.advise import with_spinner
 
     return with_spinner(script, progress,

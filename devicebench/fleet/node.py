@@ -59,8 +59,8 @@ PROGRESS = ("setup", "round")  # the engine's events worth sending to the user's
 
 def _advise(request: dict[str, Any], put) -> None:
     from devicebench.advisor.advice import parse_baseline
-    from devicebench.advisor.job import run_advice
     from devicebench.errors import InputError
+    from devicebench.jobs.advise import run_advice
     from devicebench.profiles.replay import replay_advise
 
     snap, prof, _ = node_identity()

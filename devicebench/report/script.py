@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from devicebench.advisor.script_job import ScriptAdvice
+from devicebench.jobs.advise_script import ScriptAdvice
 from devicebench.report.advise import render_advice
 from devicebench.report.console import make_console
 

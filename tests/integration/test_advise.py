@@ -82,8 +82,8 @@ def test_the_dispatch_probe_measures_and_stores_per_op_costs_once(tmp_path):
     """With no `ops` run stored, the main job measures the per-op costs its reasons
     use (a few seconds, real workers) and stores them where advise reads them."""
     from devicebench.advisor.figures import device_figures
-    from devicebench.advisor.job import ensure_dispatch_figures
     from devicebench.env.probe import probe_host_layer
+    from devicebench.jobs.advise import ensure_dispatch_figures
     from devicebench.store import ResultStore
     from devicebench.store.ops import latest_ops_run
 

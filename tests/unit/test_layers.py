@@ -29,6 +29,7 @@ LAYERS = (
     "keras",  # the monitor's former import path, kept: devicebench.keras.TrainingMonitor
     "advisor",  # the advise job: search, budget, verdict, explanations
     "profiles",  # recorded machines and their replay through the advisor
+    "jobs",  # one module per command's orchestration: typed outcomes, one progress protocol
     "fleet",  # the same jobs on every node of a Ray cluster
     "report",  # renderers
     "api",  # the public library calls

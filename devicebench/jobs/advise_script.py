@@ -122,7 +122,7 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
         >>> sa = advise_script("train.py", ["--epochs", "3"], budget=60)  # doctest: +SKIP
         >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)
     """
-    from devicebench.advisor.job import run_advice
+    from devicebench.jobs.advise import run_advice
 
     capture = capture_script(script, list(args), timeout=setup_timeout)
     if on_capture is not None:
