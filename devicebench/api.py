@@ -11,24 +11,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from devicebench.errors import InputError
+from devicebench.jobs import default_of  # noqa: F401  (re-exported)
+from devicebench.jobs.doctor import DoctorResult, doctor  # noqa: F401  (re-exported)
 from devicebench.schema import envelope
 from devicebench.trials.engine import RunOptions
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.trials.summary import ComparisonRow
-
-
-def default_of(job: Callable[..., Any], parameter: str) -> Any:
-    """The default of one of ``job``'s parameters, so a command's option default is the
-    library call's, written once.
-
-    Example:
-        >>> default_of(run, "timeout")
-        300.0
-    """
-    import inspect
-
-    return inspect.signature(job).parameters[parameter].default
 
 
 def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> str:
@@ -331,59 +320,6 @@ def _shown(text: str, names: dict[str, str]) -> str:
     for ref, script in names.items():
         text = text.replace(ref, script)
     return text
-
-
-@dataclass(frozen=True)
-class DoctorResult:
-    """What :func:`doctor` found: the machine's snapshot, the findings (most severe
-    first as the checks order them) and, given a script, what reading it found."""
-
-    snapshot: Any  # devicebench.env.snapshot.EnvSnapshot
-    findings: list[Any]  # devicebench.env.finding.Finding
-    script: Any = None  # devicebench.script_check.ScriptReport | None
-
-    @property
-    def errors(self) -> list[Any]:
-        return [f for f in self.findings if f.severity == "error"]
-
-
-def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = None,
-           timeout: float = 60.0, snapshot: str | Path | None = None,
-           concurrent: bool = True,
-           on_framework: Callable[[str], None] | None = None) -> DoctorResult:
-    """Probe this machine (each framework imported in its own subprocess), check it
-    against the known problems and, given ``script``, read it (never run it) for
-    pitfalls. What ``devicebench doctor`` does.
-
-    Args:
-        frameworks: which to import (None: every installed one; ``[]``: none).
-        snapshot: a saved snapshot (``doctor --save``) to check instead of probing.
-
-    Raises:
-        devicebench.errors.DevicebenchError: a script that cannot be read or parsed, a
-            snapshot file that is not one.
-    """
-    from devicebench.env.checks import run_checks
-    from devicebench.script_check import inspect_script, read_script
-    from devicebench.validate import check_doctor_request
-
-    check_doctor_request(script, frameworks, timeout, snapshot, concurrent)
-    # Read once (a pipe gives its text once): a bad script is bad input before the probe.
-    source = read_script(script) if script is not None else None
-    if snapshot is not None:
-        from devicebench.env.snapshot import load_snapshot
-
-        snap = load_snapshot(Path(snapshot))
-    else:
-        from devicebench.env.probe import probe_environment
-
-        snap = probe_environment(frameworks, timeout=timeout, on_framework=on_framework,
-                                 concurrent=concurrent)
-    findings = run_checks(snap)
-    read = inspect_script(source, snap) if source is not None else None
-    if read is not None:
-        findings = findings + read.findings
-    return DoctorResult(snap, findings, read)
 
 
 @dataclass(frozen=True)

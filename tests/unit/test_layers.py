@@ -14,7 +14,7 @@ ROOT = Path(devicebench.__file__).resolve().parent
 
 # Lowest first. A package may import the packages before it, never one after it.
 LAYERS = (
-    "errors", "fmt", "schema", "measure",  # leaves: no devicebench import
+    "errors", "fmt", "schema", "progress", "measure",  # leaves: no devicebench import
     "launch",  # worker processes
     "backends",  # per-framework code (run in workers)
     "validate",  # one check of every request's arguments (the CLI's limits), for CLI and API
