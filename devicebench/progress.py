@@ -97,7 +97,6 @@ class Reporter:
         self.emit(ProgressEvent(kind, self.job, message, done, total, self._left()))
 
     def started(self, message: str = "starting", *, total: int | None = None) -> None:
-        self.t0 = self.clock()
         self._send("started", message, 0 if total else None, total)
 
     def progress(self, message: str, *, done: int | None = None,

@@ -6,12 +6,11 @@ script. What ``devicebench advise SCRIPT``, the main job on a script and
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from devicebench.advisor.advice import AdviceResult
-from devicebench.advisor.patch import ScriptPatch, script_patch
-from devicebench.workloads.script import SETUP_TIMEOUT_S, ScriptCapture, capture_script
+from devicebench.advisor.patch import ScriptPatch
+from devicebench.workloads.script import ScriptCapture
 
 JIT_OF = {"True": "on", "False": "off"}
 
@@ -102,50 +101,3 @@ def pipeline_note(capture: ScriptCapture, advice: AdviceResult) -> str:
             f"{fmt_duration(per_batch)} (median of {n} batches read at capture, one pass, "
             f"not overlapped with training) against the baseline's "
             f"{fmt_duration(step)} step: {verdict}")
-
-
-def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
-                  baseline: str | None = None, budget: float = 120.0,
-                  allow_batch_change: bool = False, db: Path | None = None,
-                  epochs: int | None = None, snapshot: Any = None,
-                  equivalence_steps: int = 50, setup_timeout: float = SETUP_TIMEOUT_S,
-                  on_event: Any = None, on_capture: Any = None) -> ScriptAdvice:
-    """Advise on the model ``script`` trains (see the module docstring).
-
-    ``on_capture(capture)`` is called once the fit() is captured (or found cached).
-
-    Raises:
-        devicebench.errors.InputError: (one line) a script that cannot be captured:
-            see :func:`devicebench.workloads.script.capture_script`; bad advise input.
-
-    Example:
-        >>> sa = advise_script("train.py", ["--epochs", "3"], budget=60)  # doctest: +SKIP
-        >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)
-    """
-    from devicebench.jobs.advise import run_advice
-
-    capture = capture_script(script, list(args), timeout=setup_timeout)
-    if on_capture is not None:
-        on_capture(capture)
-    written, why = script_baseline(capture)
-    advice = run_advice(capture.ref, baseline=baseline or written, budget=budget,
-                        allow_batch_change=allow_batch_change, db=db, snapshot=snapshot,
-                        equivalence_steps=equivalence_steps,
-                        epochs=epochs or int(capture.info["epochs"]), on_event=on_event)
-    _named(advice, capture.ref, script)
-    if baseline is None:
-        advice.baseline_reason = f"{why}, on {advice.baseline.device}"
-    advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
-    line = pipeline_note(capture, advice)
-    if line:
-        advice.notes.append(line)
-    result = ScriptAdvice(capture, advice, snippet=advice.code)
-    if advice.recommended is not None:
-        source = Path(script).read_text(encoding="utf-8")
-        site = capture.info.get("compile_site") or {}
-        fit = capture.info.get("fit_site") or {}
-        result.patch = script_patch(script, source, advice.baseline, advice.recommended,
-                                    compile_line=site.get("line"), fit_line=fit.get("line"))
-        if result.patch.diff and not result.patch.not_patched:
-            advice.code = ""  # the patch is the change to make
-    return result

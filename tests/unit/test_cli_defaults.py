@@ -13,9 +13,9 @@ from devicebench.cli import command
 # Commands that run no job: they print a constant or list what is built in.
 NO_JOB = {"workloads", "fleet resources"}
 # Commands not yet moved onto a job (issue 22, in progress): emptied as they move.
-NOT_YET = {"(main job)", "advise", "compare", "export", "fleet advise", "fleet doctor",
-           "fleet profile record", "fleet report", "history", "import", "main-script",
-           "monitor", "ops", "profile record", "profile replay", "report", "run"}
+NOT_YET = {"compare", "export", "fleet advise", "fleet doctor", "fleet profile record",
+           "fleet report", "history", "import", "monitor", "profile record", "profile replay",
+           "report"}
 
 
 def _commands(cmd: Any, path: str = "") -> list[tuple[str, Any]]:
