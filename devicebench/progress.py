@@ -118,7 +118,7 @@ class Reporter:
         def event(kind: str, spec: Any, info: dict[str, Any]) -> None:
             if kind == "setup" and spec is not None:
                 setups.append(spec)
-                self.progress(f"setting up {spec.label} (import, build, compile, warm-up)",
+                self.progress(f"setting up {spec.label}: import, build, compile, warm-up",
                               done=len(setups), total=trials)
             elif kind == "round":
                 self.progress("interleaved round", done=info.get("round"),

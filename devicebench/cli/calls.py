@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def calls(job: Callable[..., Any], *, cli_only: tuple[str, ...] = (),
+def calls(job: Callable[..., Any] | str, *, cli_only: tuple[str, ...] = (),
           renamed: dict[str, str] | None = None,
           convert: dict[str, tuple[str, Callable[[Any], Any]]] | None = None
           ) -> Callable[[F], F]:
@@ -18,7 +18,8 @@ def calls(job: Callable[..., Any], *, cli_only: tuple[str, ...] = (),
     parameter of the same name unless it is in ``renamed`` (option -> parameter),
     ``convert`` (option -> (parameter, what the option's value is as the parameter's,
     e.g. milliseconds to seconds)) or ``cli_only`` (how the command renders: ``--json``,
-    ``--html``)."""
+    ``--html``). ``job`` may be ``"module:function"``, imported only when read (a job
+    whose module is slow to import stays out of ``devicebench --help``)."""
 
     def mark(func: F) -> F:
         func.__dict__["devicebench_job"] = {  # copied by functools.wraps (typer's too)
@@ -27,3 +28,14 @@ def calls(job: Callable[..., Any], *, cli_only: tuple[str, ...] = (),
         return func
 
     return mark
+
+
+def job_of(marked: dict[str, Any]) -> Callable[..., Any]:
+    """The job a :func:`calls` marker names, imported if it was named by string."""
+    job = marked["job"]
+    if isinstance(job, str):
+        import importlib
+
+        module, _, name = job.partition(":")
+        job = getattr(importlib.import_module(module), name)
+    return job

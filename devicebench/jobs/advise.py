@@ -8,19 +8,13 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from devicebench.advisor.advice import (
-    AdviceResult,
-    advise_workload,
-    default_baseline,
-    parse_baseline,
-)
-from devicebench.advisor.facts import workload_facts
 from devicebench.errors import InputError
 from devicebench.progress import OnProgress, Reporter
+
+if TYPE_CHECKING:
+    from devicebench.advisor.advice import AdviceResult
 
 
 def advise(
@@ -100,6 +94,8 @@ def advise(
 
 def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> str:
     """A workload reference worker processes can load."""
+    import numpy as np
+
     if isinstance(workload_or_model, str | Path):
         ref = str(workload_or_model)
         if data is None:
@@ -153,6 +149,8 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
         devicebench.errors.DevicebenchError: bad input (an unknown workload, a baseline
             this machine cannot run, a user workload that does not load or fit).
     """
+    from devicebench.advisor.advice import advise_workload, default_baseline, parse_baseline
+    from devicebench.advisor.facts import workload_facts
     from devicebench.advisor.figures import device_figures
     from devicebench.env.probe import probe_host_layer
     from devicebench.measure.load import read_load

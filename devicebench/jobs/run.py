@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devicebench.errors import InputError
 from devicebench.progress import OnProgress, Reporter
 from devicebench.schema import envelope
-from devicebench.trials.engine import RunOptions
-from devicebench.trials.result import TrialResult
-from devicebench.trials.summary import ComparisonRow
+
+if TYPE_CHECKING:
+    from devicebench.trials.result import TrialResult
+    from devicebench.trials.summary import ComparisonRow
 
 DEFAULT_WORKLOADS = ("seed-rnn",)
 
@@ -68,7 +69,7 @@ def run(
     rounds: int | None = None,
     budget: float = 60.0,
     equivalence_steps: int = 50,
-    timeout: float = RunOptions.setup_timeout,
+    timeout: float = 300.0,
     memory_limit_mib: int | None = None,
     resume: bool = False,
     db: str | Path | None = None,
@@ -109,9 +110,10 @@ def run(
     from devicebench.store import recorded_run
     from devicebench.trials.engine import run_workload_group
     from devicebench.trials.epochs import fit_estimate
+    from devicebench.trials.options import RunOptions
     from devicebench.trials.plan import plan_trials
     from devicebench.trials.stability import finding_line, stability_findings
-    from devicebench.trials.summary import compare
+    from devicebench.trials.summary import ComparisonRow, compare
     from devicebench.validate import check_run_request
     from devicebench.workloads.loader import check_workload_runs, validate_workload_ref
     from devicebench.workloads.script import capture_script, is_script_ref

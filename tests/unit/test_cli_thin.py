@@ -14,8 +14,6 @@ from tests import layer_scan
 
 CLI = Path(devicebench.__file__).resolve().parent / "cli"
 JOB_PACKAGES = ("advisor", "trials", "store", "ops", "profiles", "launch")
-# Commands not yet moved onto a job (issue 22, in progress): emptied as they move.
-NOT_YET = {"fleet.py", "history.py", "monitor.py", "profile.py", "report.py"}
 
 
 def _reaching(path: Path) -> list[str]:
@@ -27,9 +25,6 @@ def _reaching(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", sorted(CLI.glob("*.py")), ids=lambda p: p.name)
 def test_a_cli_module_calls_jobs_not_their_parts(path: Path) -> None:
     found = _reaching(path)
-    if path.name in NOT_YET:
-        assert found, f"{path.name} is on its job now: take it out of NOT_YET"
-        return
     assert not found, "the CLI reaches past the jobs:\n" + "\n".join(found)
 
 
