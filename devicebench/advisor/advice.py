@@ -14,7 +14,7 @@ from devicebench.advisor.candidates import (
     headline_partner,
     is_compute_heavy,
 )
-from devicebench.advisor.explain import Evidence, Reason, explain, snippet
+from devicebench.advisor.explain import Evidence, Reason, explain
 from devicebench.advisor.figures import DeviceFigures
 from devicebench.advisor.search import (
     CandidateOutcome,
@@ -24,6 +24,7 @@ from devicebench.advisor.search import (
     rejection,
     search,
 )
+from devicebench.advisor.snippet import snippet
 from devicebench.advisor.verdict import choose
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import SpecError

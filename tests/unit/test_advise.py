@@ -10,8 +10,9 @@ import pytest
 from devicebench.advisor.advice import advise_workload, parse_baseline
 from devicebench.advisor.budget import SearchBudget
 from devicebench.advisor.candidates import candidate_space
-from devicebench.advisor.explain import Evidence, explain, snippet
+from devicebench.advisor.explain import Evidence, explain
 from devicebench.advisor.search import search
+from devicebench.advisor.snippet import snippet
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import SpecError
 from devicebench.trials.engine import RunOptions
