@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,20 +203,22 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
         advice = advise_workload(
             workload, snapshot, baseline=spec, budget_s=budget,
             allow_batch_change=allow_batch_change, equivalence_steps=equivalence_steps,
-            **workload_facts(workload), epochs=epochs, figures=every.get(spec.device),
+            facts=workload_facts(workload), epochs=epochs, figures=every.get(spec.device),
             device_figures=every, baseline_reason=why,
             on_result=lambda r: (rec.keep_trial(r), on_result(r) if on_result else None),
             on_event=event)
         report.finished()
         load_after = read_load()
         # Stability findings of the final's trials and the machine's load around them.
-        advice.stability = stability_findings([r.result for r in advice.rows], load_before,
-                                              load_after)
-        advice.notes.extend(finding_line(f) for f in advice.stability)
-        advice.load = {"before": load_before and load_before.to_dict(),
-                       "after": load_after and load_after.to_dict()}
+        stability = stability_findings([r.result for r in advice.rows], load_before,
+                                       load_after)
+        advice = replace(advice, stability=stability,
+                         notes=[*advice.notes, *(finding_line(f) for f in stability)],
+                         load={"before": load_before and load_before.to_dict(),
+                               "after": load_after and load_after.to_dict()})
         rec.summary = advice.to_dict()
-    advice.notes.extend(rec.problems)  # results the store would not take: kept aside
+    if rec.problems:  # results the store would not take: kept aside
+        advice = replace(advice, notes=[*advice.notes, *rec.problems])
     return advice
 
 
@@ -261,23 +264,23 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
                         equivalence_steps=equivalence_steps,
                         epochs=epochs or int(capture.info["epochs"]), shown_as=script,
                         on_progress=on_progress)
-    _named(advice, capture.ref, script)
-    if baseline is None:
-        advice.baseline_reason = f"{why}, on {advice.baseline.device}"
-    advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
+    advice = _named(advice, capture.ref, script)
+    advice = replace(advice, verdict=f"for the fit() at {capture.fit_site}: {advice.verdict}",
+                     baseline_reason=f"{why}, on {advice.baseline.device}"
+                     if baseline is None else advice.baseline_reason)
     line = pipeline_note(capture, advice)
     if line:
-        advice.notes.append(line)
-    result = ScriptAdvice(capture, advice, snippet=advice.code)
+        advice = replace(advice, notes=[*advice.notes, line])
+    snippet, patch = advice.code, None
     if advice.recommended is not None:
         source = Path(script).read_text(encoding="utf-8")
         site = capture.info.get("compile_site") or {}
         fit = capture.info.get("fit_site") or {}
-        result.patch = script_patch(script, source, advice.baseline, advice.recommended,
-                                    compile_line=site.get("line"), fit_line=fit.get("line"))
-        if result.patch.diff and not result.patch.not_patched:
-            advice.code = ""  # the patch is the change to make
-    return result
+        patch = script_patch(script, source, advice.baseline, advice.recommended,
+                             compile_line=site.get("line"), fit_line=fit.get("line"))
+        if patch.diff and not patch.not_patched:
+            advice = replace(advice, code="")  # the patch is the change to make
+    return ScriptAdvice(capture, advice, patch, snippet)
 
 
 # The dispatch probe: multiply and matmul at small sizes, one call per op ("compiled")

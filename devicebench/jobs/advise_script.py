@@ -15,7 +15,7 @@ from devicebench.workloads.script import ScriptCapture
 JIT_OF = {"True": "on", "False": "off"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScriptAdvice:
     """The capture, the advice on it and the patch to the script.
 
@@ -64,22 +64,22 @@ def script_baseline(capture: ScriptCapture) -> tuple[str, str]:
     return ",".join(parts), "your script as written (" + ", ".join(said) + ")"
 
 
-def _named(advice: AdviceResult, ref: str, script: str) -> None:
-    """Show the script's name where the trials carry the capture's reference."""
+def _named(advice: AdviceResult, ref: str, script: str) -> AdviceResult:
+    """The advice with the script's name where the trials carry the capture's
+    reference."""
     def spec(s: Any) -> Any:
         return s.with_(workload=script) if s is not None and s.workload == ref else s
 
-    advice.workload = script
-    advice.baseline, advice.recommended = spec(advice.baseline), spec(advice.recommended)
-    advice.rows = [replace(r, result=replace(r.result, spec=spec(r.result.spec)))
-                   for r in advice.rows]
-    for o in advice.outcomes:
-        o.spec = spec(o.spec)
-    advice.notes = [n.replace(ref, script) for n in advice.notes]
-    advice.verdict = advice.verdict.replace(ref, script)
-    if advice.headline is not None:
-        advice.headline = replace(advice.headline,
-                                  text=advice.headline.text.replace(ref, script))
+    return replace(
+        advice, workload=script, baseline=spec(advice.baseline),
+        recommended=spec(advice.recommended),
+        rows=[replace(r, result=replace(r.result, spec=spec(r.result.spec)))
+              for r in advice.rows],
+        outcomes=[replace(o, spec=spec(o.spec)) for o in advice.outcomes],
+        notes=[n.replace(ref, script) for n in advice.notes],
+        verdict=advice.verdict.replace(ref, script),
+        headline=replace(advice.headline, text=advice.headline.text.replace(ref, script))
+        if advice.headline is not None else None)
 
 
 def pipeline_note(capture: ScriptCapture, advice: AdviceResult) -> str:

@@ -11,6 +11,7 @@ from devicebench.advisor.advice import advise_workload, parse_baseline
 from devicebench.advisor.budget import SearchBudget
 from devicebench.advisor.candidates import candidate_space
 from devicebench.advisor.explain import Evidence, explain
+from devicebench.advisor.facts import WorkloadFacts
 from devicebench.advisor.search import search
 from devicebench.advisor.snippet import snippet
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
@@ -226,8 +227,8 @@ def test_advise_recommends_the_significantly_faster_safe_candidate():
     fake = FakeGroup()
     clock = iter(range(0, 10_000, 5)).__next__
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             workload_tags=("recurrent",), start_group=fake.start,
-                             clock=clock)
+                             equivalence_steps=50, facts=WorkloadFacts(tags=("recurrent",)),
+                             start_group=fake.start, clock=clock)
     assert advice.recommended == BASE.with_(backend="jax")
     assert advice.to_dict()["speedup_vs_baseline"]["value"] == pytest.approx(0.007 / 0.0004)
     assert "KERAS_BACKEND" in advice.code and '"jax"' in advice.code
@@ -246,7 +247,7 @@ def test_advise_recommends_the_significantly_faster_safe_candidate():
 def test_advise_keeps_the_baseline_when_nothing_is_faster():
     slow = {s: (0.007 if s == BASE else 0.02) for s in STEPS}
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             start_group=FakeGroup(slow).start,
+                             equivalence_steps=50, start_group=FakeGroup(slow).start,
                              clock=iter(range(0, 10_000, 5)).__next__)
     assert advice.recommended is None
     assert advice.verdict.startswith("keep")
@@ -265,6 +266,7 @@ def test_math_changing_candidate_needs_loss_equivalence():
     assert finalists[0] == bf16  # changes the math, but its loss matched: allowed
     assert "changes the math (batch_size)" in outcomes[bigger].rejected
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
+                             equivalence_steps=50,
                              start_group=FakeGroup(steps, verdicts=verdicts).start,
                              clock=iter(range(0, 10_000, 1)).__next__)
     assert advice.recommended == bf16
@@ -421,7 +423,8 @@ def test_dispatch_reason_multiplies_ops_per_step_by_the_measured_per_op_cost():
 
 
 def test_advise_cites_the_ops_rate_or_says_how_to_get_it():
-    kw = dict(baseline=BASE, budget_s=120, clock=iter(range(0, 10_000, 5)).__next__)
+    kw = dict(baseline=BASE, budget_s=120, equivalence_steps=50,
+              clock=iter(range(0, 10_000, 5)).__next__)
     with_ops = advise_workload("seed-rnn", _snap(), figures=_figures(),
                                start_group=FakeGroup().start, **kw)
     (text,) = [r.text for r in with_ops.reasons if r.id == "overhead-bound"]
