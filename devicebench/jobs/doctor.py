@@ -71,7 +71,6 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
             snapshot file that is not one, a ``save`` path that cannot be written.
     """
     from devicebench.env.checks import run_checks
-    from devicebench.script_check import inspect_script, read_script
     from devicebench.validate import check_doctor_request
 
     check_doctor_request(script, frameworks, timeout, snapshot, concurrent)
@@ -79,8 +78,12 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
     if save is not None and save.is_dir():
         raise InputError(f"--save path is a directory: {save}",
                          fix=f"pass a file name, e.g. {save}/env.json")
-    # Read once (a pipe gives its text once): a bad script is bad input before the probe.
-    source = read_script(script) if script is not None else None
+    source = None
+    if script is not None:  # the static analyser is imported only to read a script
+        from devicebench.script_check import read_script
+
+        # Read once (a pipe gives its text once): bad input before the probe.
+        source = read_script(script)
     if snapshot is not None:
         from devicebench.env.snapshot import load_snapshot
 
@@ -95,8 +98,11 @@ def doctor(script: str | Path | None = None, *, frameworks: list[str] | None = N
                 f"probing {name} (imported in a subprocess)"))
         report.finished()
     findings = run_checks(snap)
-    read = inspect_script(source, snap) if source is not None else None
-    if read is not None:
+    read = None
+    if source is not None:
+        from devicebench.script_check import inspect_script
+
+        read = inspect_script(source, snap)
         findings = findings + read.findings
     if save is not None:
         try:
