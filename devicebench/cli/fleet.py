@@ -11,9 +11,13 @@ import typer
 
 from devicebench.cli import DB_HELP, app, user_errors
 from devicebench.cli.calls import calls
-from devicebench.fleet.job import fleet_advise, fleet_doctor, fleet_profile_record
+from devicebench.fleet.job import (
+    fleet_advise,
+    fleet_doctor,
+    fleet_doctor_document,
+    fleet_profile_record,
+)
 from devicebench.jobs import default_of
-from devicebench.schema import envelope
 
 fleet_app = typer.Typer(
     help="The same questions on every machine of a Ray cluster: which of them should train "
@@ -55,11 +59,7 @@ def doctor(
 
     reports = fleet_doctor(address=address, frameworks=frameworks or None, nodes=nodes or None)
     if json_out:
-        print(json.dumps(envelope("fleet-doctor", {"nodes": [
-            {"node": r.name, "node_id": r.node.node_id, "ip": r.node.ip,
-             "problem": r.problem, "snapshot": r.snapshot.to_dict() if r.snapshot else None,
-             "findings": [f.to_dict() for f in r.findings]} for r in reports]}),
-            indent=2, default=str))
+        print(json.dumps(fleet_doctor_document(reports), indent=2, default=str))
     else:
         render_fleet_doctor(reports)
     raise typer.Exit(1 if any(r.problem or any(f.severity == "error" for f in r.findings)
@@ -97,11 +97,7 @@ def advise(
                          allow_batch_change=allow_batch_change, nodes=nodes or None,
                          address=address, db=db, argv=sys.argv[1:], on_event=event)
     if json_out:
-        print(json.dumps(envelope("fleet-advise", {
-            "fleet": fleet.fleet_id, "workload": fleet.workload,
-            "elapsed_s": fleet.elapsed_s, "interrupted": fleet.interrupted,
-            "left_out": fleet.notes, "machines": [a.to_dict() for a in fleet.answer()]}),
-            indent=2, default=str))
+        print(json.dumps(fleet.to_dict(), indent=2, default=str))
     else:
         render_fleet_advice(fleet)
     if fleet.interrupted:

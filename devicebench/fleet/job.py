@@ -49,6 +49,19 @@ class NodeReport:
     def line(self, text: str) -> str:
         return f"node {self.name or self.node.short_id} [{self.node.short_id}]: {text}"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.name, "node_id": self.node.node_id, "ip": self.node.ip,
+                "problem": self.problem,
+                "snapshot": self.snapshot.to_dict() if self.snapshot else None,
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+def fleet_doctor_document(reports: list[NodeReport]) -> dict[str, Any]:
+    """``fleet doctor --json``: every node, in the one envelope."""
+    from devicebench.schema import envelope
+
+    return envelope("fleet-doctor", {"nodes": [r.to_dict() for r in reports]})
+
 
 def _wait_all(ray, refs: dict[Any, Any], timeout: float) -> dict[Any, Any]:
     """ref -> value or the exception it raised; refs not back within ``timeout`` map to
@@ -186,6 +199,15 @@ class FleetAdvice:
             m.report.name, m.report.label, m.report.fingerprint, m.status, m.reason,
             m.report.node.is_driver, m.summary, m.trials)
             for m in self.machines])
+
+    def to_dict(self) -> dict[str, Any]:
+        """``fleet advise --json``: the answer per machine, in the one envelope."""
+        from devicebench.schema import envelope
+
+        return envelope("fleet-advise", {
+            "fleet": self.fleet_id, "workload": self.workload, "elapsed_s": self.elapsed_s,
+            "interrupted": self.interrupted, "left_out": self.notes,
+            "machines": [a.to_dict() for a in self.answer()]})
 
 
 def _fleet_options(fleet_id: str, rep: NodeReport, status: str = "running",
