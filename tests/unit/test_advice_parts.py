@@ -48,3 +48,21 @@ def test_a_builtin_workloads_facts_are_one_value() -> None:
     facts = workload_facts("seed-rnn")
     assert facts.batch_size and facts.flops_per_step and "recurrent" in facts.tags
     assert workload_facts("no/such/file.py:f") == WorkloadFacts()
+
+
+def test_the_main_jobs_outcome_serialises_itself_in_the_envelope() -> None:
+    """The main job's outcome, from a saved snapshot's doctor and a replayed advice."""
+    from pathlib import Path
+
+    from devicebench.jobs.doctor import doctor
+    from devicebench.jobs.main import MainOutcome
+    from devicebench.jobs.profile import replay
+    from devicebench.schema import VERSIONS
+
+    snap = Path(__file__).resolve().parent.parent / "fixtures" / "snapshots"
+    found = doctor(snapshot=next(iter(sorted(snap.glob("*.json")))))
+    advice = replay("h200", "seed-rnn").advice
+    doc = MainOutcome(found, None, (advice,)).to_dict()
+    assert (doc["schema"], doc["version"]) == ("devicebench.main", VERSIONS["main"])
+    assert doc["doctor"]["schema"] == "devicebench.doctor"
+    assert doc["advice"][0]["verdict"] == advice.verdict
