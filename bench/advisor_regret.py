@@ -26,7 +26,7 @@ from devicebench.advisor.facts import workload_facts
 from devicebench.advisor.search import rejection
 from devicebench.env.probe import probe_host_layer
 from devicebench.jobs import default_of
-from devicebench.jobs.advise import advise
+from devicebench.jobs.advise_any import advise
 from devicebench.measure.stats import paired_ratio
 from devicebench.profiles import load_profile
 from devicebench.profiles.record import sweep, sweep_space

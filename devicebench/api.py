@@ -12,7 +12,7 @@ stderr when stderr is a terminal and nothing otherwise;
 from __future__ import annotations
 
 from devicebench.jobs import default_of
-from devicebench.jobs.advise import advise
+from devicebench.jobs.advise_any import advise
 from devicebench.jobs.doctor import DoctorResult, doctor
 from devicebench.jobs.ops import OpsOutcome, ops
 from devicebench.jobs.run import RunOutcome, run

@@ -11,7 +11,7 @@ import typer
 from devicebench.cli import DB_HELP, app, user_errors
 from devicebench.cli.calls import calls
 from devicebench.jobs import default_of
-from devicebench.jobs.advise import advise as advise_job
+from devicebench.jobs.advise_any import advise as advise_job
 from devicebench.jobs.main import main_job as main_job_of
 from devicebench.validate import LIMITS
 

@@ -61,7 +61,8 @@ def _advise(request: dict[str, Any], put) -> None:
     from devicebench.advisor.advice import parse_baseline
     from devicebench.errors import InputError
     from devicebench.jobs import default_of
-    from devicebench.jobs.advise import advise, run_advice
+    from devicebench.jobs.advise import run_advice
+    from devicebench.jobs.advise_any import advise
     from devicebench.profiles.replay import replay_advise
     from devicebench.progress import silent
 

@@ -1,138 +1,19 @@
-"""The advise job: validate the input, probe the host, search and compare, store the
-trials and the advice. ``devicebench advise``, the main job and :func:`devicebench.advise`
-all call :func:`advise` (a script goes to :mod:`devicebench.jobs.advise_script`), whose
-signature holds the defaults (the budget, the equivalence steps) once."""
+"""``advise`` as a job on this machine: validate the input, probe the host, search and
+compare, store the trials and the advice (:func:`run_advice`, on a workload reference),
+and the dispatch probe the main job runs once per machine. The entry point with the
+defaults is :func:`devicebench.jobs.advise_any.advise`."""
 
 from __future__ import annotations
 
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from devicebench.errors import InputError
 from devicebench.progress import OnProgress, Reporter
 
 if TYPE_CHECKING:
     from devicebench.advisor.advice import AdviceResult
-
-
-def advise(
-    workload_or_model: Any,
-    data: tuple[Any, Any] | None = None,
-    *,
-    budget: float = 120.0,
-    baseline: str | None = None,
-    allow_batch_change: bool = False,
-    epochs: int | None = None,
-    db: str | Path | None = None,
-    script_args: list[str] | None = None,
-    equivalence_steps: int = 50,
-    snapshot: Any = None,
-    on_progress: OnProgress | None = None,
-) -> Any:
-    """Find the fastest safe way to train a workload or model on this machine.
-
-    Args:
-        workload_or_model: a training script (``"train.py"``: run up to its first
-            ``fit()``, with ``script_args`` as its arguments; the result is a
-            :class:`devicebench.jobs.advise_script.ScriptAdvice`, whose ``.patch.diff``
-            is the change to the script), a built-in workload name,
-            ``"path/file.py:function"``, a ``.keras`` path, or a compiled
-            ``keras.Model`` (saved to a temporary file so worker processes can load it
-            on every backend).
-        data: ``(x, y)`` training arrays for a model (default: synthesised from its
-            signature).
-        budget: seconds for the search and the final comparison.
-        baseline: your current configuration, e.g. ``"backend=tensorflow,device=gpu:0"``.
-        epochs: the epochs you plan to train (default: the workload's own, else 10): a
-            candidate whose extra compilation does not pay back within them is not
-            recommended.
-        equivalence_steps: steps whose losses are compared with the baseline's.
-        snapshot: the machine's snapshot when the caller has probed it already.
-        on_progress: progress events (:mod:`devicebench.progress`): started, each set-up
-            and interleaved round with the budget left, finished. Default: one line each
-            on stderr when it is a terminal, else none
-            (:func:`devicebench.progress.silent` for none).
-
-    Returns:
-        an :class:`devicebench.advisor.advice.AdviceResult` (``.headline`` — does the
-        accelerator speed this training up —, ``.verdict``, ``.reasons``, ``.code``,
-        ``.to_dict()``).
-
-    Raises:
-        devicebench.errors.DevicebenchError: bad input (one clear message): an argument of
-            the wrong type or out of range (``budget`` under 10 s), an unknown workload,
-            a baseline this machine cannot run, training data with NaN or Inf.
-
-    Example:
-        >>> result = devicebench.advise("seed-rnn", budget=60)
-        >>> print(result.verdict)
-    """
-    from devicebench.validate import check_advise_request
-    from devicebench.workloads.script import is_script_ref
-
-    budget = check_advise_request(budget, baseline, allow_batch_change, db, data, epochs)
-    db = Path(db) if db else None
-    if isinstance(workload_or_model, str | Path) and is_script_ref(str(workload_or_model)):
-        return advise_script(str(workload_or_model), list(script_args or []),
-                             baseline=baseline, budget=budget,
-                             allow_batch_change=allow_batch_change, epochs=epochs, db=db,
-                             snapshot=snapshot, equivalence_steps=equivalence_steps,
-                             on_progress=on_progress)
-    if script_args:
-        raise InputError(f"arguments after -- ({' '.join(script_args)}) go with a training "
-                         f"script, not {str(workload_or_model)!r}",
-                         fix="devicebench advise train.py -- ARGS")
-    with tempfile.TemporaryDirectory(prefix="devicebench-advise-") as tmp:
-        ref = _as_ref(workload_or_model, data, Path(tmp))
-        return run_advice(ref, baseline=baseline, budget=budget,
-                          allow_batch_change=allow_batch_change, db=db, snapshot=snapshot,
-                          equivalence_steps=equivalence_steps, epochs=epochs,
-                          shown_as=str(workload_or_model), on_progress=on_progress)
-
-
-def _as_ref(workload_or_model: Any, data: tuple[Any, Any] | None, tmp: Path) -> str:
-    """A workload reference worker processes can load."""
-    import numpy as np
-
-    if isinstance(workload_or_model, str | Path):
-        ref = str(workload_or_model)
-        if data is None:
-            return ref
-        if not ref.endswith(".keras"):
-            raise InputError("data= goes with a Keras model or a .keras file",
-                             fix="a workload function provides its own data")
-        model_path = ref
-    elif hasattr(workload_or_model, "save") and hasattr(workload_or_model, "inputs"):
-        model = workload_or_model
-        if getattr(model, "optimizer", None) is None or getattr(model, "loss", None) is None:
-            raise InputError("the model is not compiled",
-                             fix="call model.compile(loss=..., optimizer=...) first")
-        model_path = str(tmp / "model.keras")
-        model.save(model_path)
-    else:
-        raise InputError(
-            f"cannot advise on a {type(workload_or_model).__name__}",
-            fix="pass a built-in name, 'path/file.py:function', a .keras path or a compiled "
-                "keras.Model")
-    if data is None:
-        return model_path
-    x, y = (np.asarray(a) for a in data)
-    if len(x) != len(y):
-        raise InputError(f"data does not fit: x has {len(x)} samples, y has {len(y)}",
-                         fix="pass data=(x, y) with one target per sample")
-    if hasattr(workload_or_model, "inputs"):
-        expected = tuple(workload_or_model.inputs[0].shape[1:])
-        if len(expected) != x.ndim - 1 or any(
-                e is not None and e != g for e, g in zip(expected, x.shape[1:], strict=False)):
-            raise InputError(f"data does not fit the model: x has shape {x.shape[1:]} per "
-                             f"sample, the model expects {expected}",
-                             fix="reshape x to the model's input shape")
-    data_path = tmp / "data.npz"
-    np.savez(data_path, x=x, y=y)
-    return f"{model_path}::{data_path}"
 
 
 def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batch_change: bool,
@@ -140,8 +21,9 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                epochs: int | None = None, shown_as: str | None = None,
                on_progress: OnProgress | None = None, on_event=None,
                on_result=None) -> AdviceResult:
-    """Validate, advise on this machine, store: :func:`advise` on a workload reference
-    (its defaults are :func:`advise`'s). ``on_progress`` gets the progress events (as
+    """Validate, advise on this machine, store: what
+    :func:`devicebench.jobs.advise_any.advise` does on a workload reference (its
+    defaults are that job's). ``on_progress`` gets the progress events (as
     ``shown_as``, default the reference); ``on_event(kind, spec, info)`` the engine's
     own; ``on_result(result)`` sees each trial once it is stored (``fleet advise``
     streams both to the user's machine).
@@ -220,67 +102,6 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     if rec.problems:  # results the store would not take: kept aside
         advice = replace(advice, notes=[*advice.notes, *rec.problems])
     return advice
-
-
-def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
-                  baseline: str | None, budget: float, allow_batch_change: bool,
-                  db: Path | None, epochs: int | None, equivalence_steps: int,
-                  snapshot: Any = None, setup_timeout: float | None = None,
-                  on_progress: Any = None, on_capture: Any = None) -> Any:
-    """Advise on the model ``script`` trains with the script's own settings as the
-    baseline, and write the change as a patch to the script
-    (:class:`devicebench.jobs.advise_script.ScriptAdvice`): what
-    :func:`devicebench.jobs.advise.advise` does given a script (its defaults are that
-    job's).
-
-    ``on_capture(capture)`` is called once the fit() is captured (or found cached).
-
-    Raises:
-        devicebench.errors.InputError: (one line) a script that cannot be captured:
-            see :func:`devicebench.workloads.script.capture_script`; bad advise input.
-
-    Example:
-        >>> sa = devicebench.advise("train.py", script_args=["--epochs", "3"])  # doctest: +SKIP
-        >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)
-    """
-    from devicebench.advisor.patch import script_patch
-    from devicebench.jobs.advise_script import (
-        ScriptAdvice,
-        _named,
-        pipeline_note,
-        script_baseline,
-    )
-    from devicebench.workloads.script import capture_script
-
-    Reporter(f"advise {script}", on_progress).progress(
-        "running the script up to its first fit() (or reading its cached capture)")
-    capture = capture_script(script, list(args), **(
-        {"timeout": setup_timeout} if setup_timeout is not None else {}))
-    if on_capture is not None:
-        on_capture(capture)
-    written, why = script_baseline(capture)
-    advice = run_advice(capture.ref, baseline=baseline or written, budget=budget,
-                        allow_batch_change=allow_batch_change, db=db, snapshot=snapshot,
-                        equivalence_steps=equivalence_steps,
-                        epochs=epochs or int(capture.info["epochs"]), shown_as=script,
-                        on_progress=on_progress)
-    advice = _named(advice, capture.ref, script)
-    advice = replace(advice, verdict=f"for the fit() at {capture.fit_site}: {advice.verdict}",
-                     baseline_reason=f"{why}, on {advice.baseline.device}"
-                     if baseline is None else advice.baseline_reason)
-    line = pipeline_note(capture, advice)
-    if line:
-        advice = replace(advice, notes=[*advice.notes, line])
-    snippet, patch = advice.code, None
-    if advice.recommended is not None:
-        source = Path(script).read_text(encoding="utf-8")
-        site = capture.info.get("compile_site") or {}
-        fit = capture.info.get("fit_site") or {}
-        patch = script_patch(script, source, advice.baseline, advice.recommended,
-                             compile_line=site.get("line"), fit_line=fit.get("line"))
-        if patch.diff and not patch.not_patched:
-            advice = replace(advice, code="")  # the patch is the change to make
-    return ScriptAdvice(capture, advice, patch, snippet)
 
 
 # The dispatch probe: multiply and matmul at small sizes, one call per op ("compiled")

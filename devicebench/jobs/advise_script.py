@@ -6,11 +6,12 @@ script. What ``devicebench advise SCRIPT``, the main job on a script and
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from devicebench.advisor.advice import AdviceResult
-from devicebench.advisor.patch import ScriptPatch
-from devicebench.workloads.script import ScriptCapture
+from devicebench.advisor.patch import ScriptPatch, script_patch
+from devicebench.workloads.script import SETUP_TIMEOUT_S, ScriptCapture, capture_script
 
 JIT_OF = {"True": "on", "False": "off"}
 
@@ -101,3 +102,56 @@ def pipeline_note(capture: ScriptCapture, advice: AdviceResult) -> str:
             f"{fmt_duration(per_batch)} (median of {n} batches read at capture, one pass, "
             f"not overlapped with training) against the baseline's "
             f"{fmt_duration(step)} step: {verdict}")
+
+
+def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
+                  baseline: str | None, budget: float, allow_batch_change: bool,
+                  db: Path | None, epochs: int | None, equivalence_steps: int,
+                  snapshot: Any = None, setup_timeout: float = SETUP_TIMEOUT_S,
+                  on_progress: Any = None, on_capture: Any = None) -> Any:
+    """Advise on the model ``script`` trains with the script's own settings as the
+    baseline, and write the change as a patch to the script
+    (:class:`ScriptAdvice`): what :func:`devicebench.jobs.advise_any.advise` does
+    given a script (its defaults are that job's).
+
+    ``on_capture(capture)`` is called once the fit() is captured (or found cached).
+
+    Raises:
+        devicebench.errors.InputError: (one line) a script that cannot be captured:
+            see :func:`devicebench.workloads.script.capture_script`; bad advise input.
+
+    Example:
+        >>> sa = devicebench.advise("train.py", script_args=["--epochs", "3"])  # doctest: +SKIP
+        >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)
+    """
+    from devicebench.jobs.advise import run_advice
+    from devicebench.progress import Reporter
+
+    Reporter(f"advise {script}", on_progress).progress(
+        "running the script up to its first fit() (or reading its cached capture)")
+    capture = capture_script(script, list(args), timeout=setup_timeout)
+    if on_capture is not None:
+        on_capture(capture)
+    written, why = script_baseline(capture)
+    advice = run_advice(capture.ref, baseline=baseline or written, budget=budget,
+                        allow_batch_change=allow_batch_change, db=db, snapshot=snapshot,
+                        equivalence_steps=equivalence_steps,
+                        epochs=epochs or int(capture.info["epochs"]), shown_as=script,
+                        on_progress=on_progress)
+    advice = _named(advice, capture.ref, script)
+    advice = replace(advice, verdict=f"for the fit() at {capture.fit_site}: {advice.verdict}",
+                     baseline_reason=f"{why}, on {advice.baseline.device}"
+                     if baseline is None else advice.baseline_reason)
+    line = pipeline_note(capture, advice)
+    if line:
+        advice = replace(advice, notes=[*advice.notes, line])
+    snippet, patch = advice.code, None
+    if advice.recommended is not None:
+        source = Path(script).read_text(encoding="utf-8")
+        site = capture.info.get("compile_site") or {}
+        fit = capture.info.get("fit_site") or {}
+        patch = script_patch(script, source, advice.baseline, advice.recommended,
+                             compile_line=site.get("line"), fit_line=fit.get("line"))
+        if patch.diff and not patch.not_patched:
+            advice = replace(advice, code="")  # the patch is the change to make
+    return ScriptAdvice(capture, advice, patch, snippet)

@@ -71,7 +71,8 @@ def main_job(*, workloads: tuple[str, ...] = ("seed-rnn", "mnist-cnn"), budget: 
             budget left). Default: one line each on stderr when it is a terminal.
     """
     from devicebench.advisor.advice import default_baseline
-    from devicebench.jobs.advise import advise, ensure_dispatch_figures
+    from devicebench.jobs.advise import ensure_dispatch_figures
+    from devicebench.jobs.advise_any import advise
     from devicebench.jobs.doctor import doctor
 
     step = on_step or (lambda s: None)
@@ -97,7 +98,7 @@ def main_script(script: str, args: list[str] | tuple[str, ...] = (), *,
                 on_progress: OnProgress | None = None) -> MainOutcome:
     """The main job on a script (``devicebench train.py [-- ARGS]``): the doctor on this
     machine and the script (read, never run), then advise on the model it trains."""
-    from devicebench.jobs.advise import advise
+    from devicebench.jobs.advise_any import advise
     from devicebench.jobs.doctor import doctor
 
     step = on_step or (lambda s: None)
