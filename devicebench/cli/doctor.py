@@ -60,7 +60,7 @@ def doctor(
     from devicebench.report.doctor import render_doctor
 
     selected = _parse_frameworks(frameworks)  # with --snapshot: refused by the job
-    with progress(not json_out and snapshot is None) as on_progress:
+    with progress(not json_out and snapshot is None, lines_off_terminal=True) as on_progress:
         result = doctor_job(script, frameworks=selected, timeout=timeout, snapshot=snapshot,
                             concurrent=not sequential, save=save, on_progress=on_progress)
     if json_out:

@@ -38,7 +38,7 @@ def record(
 ) -> None:
     from devicebench.cli.progress import progress
 
-    with progress() as on_progress:
+    with progress(lines_off_terminal=True) as on_progress:
         outcome = record_job(workloads or None, out=out, name=name, label=label,
                              max_rounds=max_rounds, on_progress=on_progress)
     print(f"wrote {out}: " + "; ".join(outcome.notes))

@@ -15,13 +15,20 @@ from devicebench.progress import OnProgress, ProgressEvent, silent
 class Spinner:
     """``on_progress`` for a terminal: the spinner appears with the first event (after
     the input was validated) and stops on ``finished`` (the next job's ``started``
-    brings it back)."""
+    brings it back). Off a terminal a spinner shows nothing; with ``lines_off_terminal``
+    each event is then one line instead (a long job's log says what it is doing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lines_off_terminal: bool = False) -> None:
         self.status: Any = None
         self.console: Any = None
+        self.lines = lines_off_terminal
 
     def __call__(self, event: ProgressEvent) -> None:
+        if self.lines and not self._console().is_terminal:
+            if event.kind in ("progress", "note"):
+                self._console().print(event.line(), markup=False, highlight=False,
+                                      soft_wrap=True)
+            return
         if event.kind == "note":
             self._console().print(f"  {event.message}", markup=False, highlight=False)
             return
@@ -50,13 +57,15 @@ class Spinner:
 
 
 @contextmanager
-def progress(show: bool = True) -> Iterator[OnProgress]:
-    """The ``on_progress`` to hand a job: the spinner when ``show`` (else silent); the
-    spinner stops however the job ends."""
+def progress(show: bool = True, *, lines_off_terminal: bool = False
+             ) -> Iterator[OnProgress]:
+    """The ``on_progress`` to hand a job: the spinner when ``show`` (else silent; off a
+    terminal, lines if ``lines_off_terminal``); the spinner stops however the job
+    ends."""
     if not show:
         yield silent
         return
-    spinner = Spinner()
+    spinner = Spinner(lines_off_terminal)
     try:
         yield spinner
     finally:

@@ -50,3 +50,22 @@ def test_the_library_default_prints_lines_only_on_a_terminal(monkeypatch, tty) -
     rep.progress("setting up jax/cpu", done=1, total=8)
     assert err.getvalue() == ("profile record: setting up jax/cpu (1 of 8)\n" if tty else "")
     assert progress.default_progress() is (progress.stderr_lines if tty else progress.silent)
+
+
+def test_the_cli_renderer_off_a_terminal_prints_lines_only_when_asked() -> None:
+    from rich.console import Console
+
+    from devicebench.cli.progress import Spinner
+
+    events = [ProgressEvent("started", "doctor"),
+              ProgressEvent("progress", "doctor", "probing jax (imported in a subprocess)"),
+              ProgressEvent("finished", "doctor")]
+    for lines in (True, False):
+        out = io.StringIO()
+        spinner = Spinner(lines_off_terminal=lines)
+        spinner.console = Console(file=out, force_terminal=False, width=200)
+        for e in events:
+            spinner(e)
+        spinner.stop()
+        assert out.getvalue() == ("doctor: probing jax (imported in a subprocess)\n"
+                                  if lines else "")
