@@ -21,16 +21,19 @@ from __future__ import annotations
 import argparse
 import time
 
-from devicebench.advisor.advice import DEFAULT_BUDGET_S, advise_workload, default_baseline
-from devicebench.advisor.job import workload_facts
+from devicebench.advisor.advice import advise_workload, default_baseline
+from devicebench.advisor.facts import workload_facts
 from devicebench.advisor.search import rejection
 from devicebench.env.probe import probe_host_layer
+from devicebench.jobs import default_of
+from devicebench.jobs.advise_any import advise
 from devicebench.measure.stats import paired_ratio
 from devicebench.profiles import load_profile
 from devicebench.profiles.record import sweep, sweep_space
 from devicebench.profiles.replay import VirtualClock, replay_advise, replay_launcher
 from devicebench.workloads import get_workload
 
+DEFAULT_BUDGET_S = default_of(advise, "budget")  # advise's own
 SWEEP_BUDGET_S = 3600.0  # no budget in practice: CIs or 30 rounds end the sweep
 STALL = 3.0  # a block over 3x its trial's median block: a stall (see stall_seconds)
 
@@ -80,7 +83,9 @@ def main() -> None:
             else:
                 t0 = time.monotonic()
                 advice = advise_workload(name, snap, baseline=baseline, budget_s=b,
-                                         **workload_facts(name), on_result=advised.append)
+                                         equivalence_steps=default_of(advise,
+                                                                      "equivalence_steps"),
+                                         facts=workload_facts(name), on_result=advised.append)
                 advise_s = time.monotonic() - t0
             runs.append((b, advice, advise_s, advised))
         if profile is not None:

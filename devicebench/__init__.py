@@ -11,6 +11,10 @@ Public API (no deep-learning framework is imported by importing this package):
   op-sweep package).
 - :func:`doctor` — probe and check this machine (and a script); returns a
   :class:`devicebench.api.DoctorResult`.
+
+Each is a job of :mod:`devicebench.jobs` (its defaults are the command's). Progress:
+``on_progress=`` takes a callable given :class:`devicebench.progress.ProgressEvent`; left
+out, one line per event goes to stderr when stderr is a terminal, nothing otherwise.
 """
 
 from typing import Any
@@ -27,7 +31,7 @@ def advise(workload_or_model: Any, data: Any = None, **kwargs: Any):
     return _advise(workload_or_model, data, **kwargs)
 
 
-def run(workloads: Any = ("seed-rnn",), **kwargs: Any):
+def run(workloads: Any = None, **kwargs: Any):
     """See :func:`devicebench.api.run`."""
     from devicebench.api import run as _run
 

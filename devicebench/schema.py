@@ -12,7 +12,7 @@ from typing import Any
 VERSIONS: dict[str, int] = {
     "doctor": 2, "run": 2, "ops": 2, "report": 2, "compare": 2,
     "advise": 1, "history": 1, "workloads": 1, "profile-replay": 1,
-    "fleet-doctor": 1, "fleet-advise": 1,
+    "fleet-doctor": 1, "fleet-advise": 1, "main": 1,
 }
 
 

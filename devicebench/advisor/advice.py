@@ -8,46 +8,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from devicebench.advisor.budget import SearchBudget
-from devicebench.advisor.candidates import (
-    candidate_space,
-    headline_partner,
-    is_compute_heavy,
-)
-from devicebench.advisor.explain import Evidence, Reason, explain, snippet
+from devicebench.advisor.explain import Reason
+from devicebench.advisor.facts import WorkloadFacts
 from devicebench.advisor.figures import DeviceFigures
-from devicebench.advisor.final import final_comparison
-from devicebench.advisor.search import (
-    CandidateOutcome,
-    StartGroup,
-    engine_group,
-    note_timing,
-    rejection,
-    search,
+from devicebench.advisor.search import CandidateOutcome, StartGroup, engine_group
+from devicebench.advisor.workload_search import (  # noqa: F401  (decided: re-exported)
+    SearchOutcome,
+    decided,
+    search_workload,
 )
-from devicebench.advisor.verdict import choose
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import SpecError
 from devicebench.measure.peak import cpu_matmul_gflops
-from devicebench.measure.stats import paired_ratio
 from devicebench.schema import envelope
 from devicebench.trials.headline import Headline, headline
 from devicebench.trials.plan import installed_backends, machine_devices
 from devicebench.trials.replication import Replication
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
-from devicebench.trials.summary import ComparisonRow, compare
+from devicebench.trials.summary import ComparisonRow
 
-DEFAULT_BUDGET_S = 120.0
 DEFAULT_EPOCHS = 10  # the training a one-time cost is weighed against, when the
 # workload does not say how many epochs it trains
-DECIDED_CI = 0.25  # the final may stop once the winner's CI is within ±25% of its value
-DECISIVE = 2.0  # ... or once even its CI's lower end is a speed-up this large
 
 
-@dataclass
+@dataclass(frozen=True)
 class AdviceResult:
-    """Everything ``advise`` found; the CLI renders it, ``to_dict`` is the JSON."""
+    """Everything ``advise`` found, built once at the end (a change is a
+    ``dataclasses.replace``); the CLI renders it, ``to_dict`` is the JSON."""
 
     workload: str
     baseline: TrialSpec
@@ -66,7 +54,7 @@ class AdviceResult:
     baseline_reason: str = ""
     stop_reason: str = ""
     replication: Replication | None = None  # processes per configuration the verdict rests on
-    # Set by the live job (advisor.job): stability findings and the machine's load.
+    # Set by the live job (jobs.advise): stability findings and the machine's load.
     stability: list[Any] = field(default_factory=list)
     load: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)  # SearchBudget.report()
@@ -137,46 +125,6 @@ def parse_baseline(text: str | None, workload: str, default_backend: str) -> Tri
     return TrialSpec(workload, **fields)
 
 
-def decided(baseline: TrialSpec, finalists: list[TrialSpec]
-            ) -> Callable[[dict[TrialSpec, TrialResult]], bool]:
-    """When the final comparison has answered the question: the fastest finalist's
-    speed-up CI lies above 1 and above every other finalist's, and is within ±25% of its
-    value (a figure worth quoting) or already at least 2x at its lower end (more rounds
-    would narrow the figure, not change the advice: seed-rnn's 20x on JAX varies ±25%
-    round to round here and needs 20+ rounds for ±25%); or no finalist's CI reaches 1
-    (nothing is faster). Until then, rounds go on (to the budget)."""
-
-    def enough(results: dict[TrialSpec, TrialResult]) -> bool:
-        base = results.get(baseline)
-        if base is None or base.status != "ok":
-            return True
-        ratios = [q for s in finalists if (r := results.get(s)) is not None
-                  and r.status == "ok" and r.block_seconds
-                  and (q := paired_ratio(base.round_step_times, r.round_step_times))]
-        if not ratios:
-            return True
-        best = max(ratios, key=lambda q: q.value)
-        if best.ci_high < 1:
-            return True
-        precise = (best.ci_high - best.ci_low) / 2 <= DECIDED_CI * best.value
-        return (best.ci_low > 1 and (precise or best.ci_low >= DECISIVE)
-                and all(q.ci_high < best.ci_low for q in ratios if q is not best))
-
-    return enough
-
-
-def _device_rate(spec: TrialSpec, figures: DeviceFigures | None,
-                 cpu_rate: Callable[[], float] | None = cpu_matmul_gflops
-                 ) -> tuple[float | None, str]:
-    """The baseline device's matmul rate (GFLOP/s) and where it comes from: the stored
-    ``ops`` run when there is one, else (CPU only) numpy, measured now."""
-    if figures is not None and figures.peak_gflops:
-        return figures.peak_gflops, f"{figures.source}: {figures.peak_label}"
-    if spec.device == "cpu" and cpu_rate is not None:
-        return cpu_rate(), "numpy matmul, measured now"
-    return None, ""
-
-
 def default_baseline(snapshot: EnvSnapshot, workload: str) -> tuple[TrialSpec, str]:
     """The configuration a user of this machine most likely trains with, and why: the
     Keras backend they selected (KERAS_BACKEND, else keras.json, else Keras' default,
@@ -207,15 +155,11 @@ def advise_workload(
     snapshot: EnvSnapshot,
     *,
     baseline: TrialSpec,
-    budget_s: float = DEFAULT_BUDGET_S,
+    budget_s: float,
+    equivalence_steps: int,
+    facts: WorkloadFacts | None = None,
     epochs: int | None = None,
     allow_batch_change: bool = False,
-    workload_batch_size: int | None = None,
-    workload_tags: tuple[str, ...] = (),
-    workload_flops_per_step: float | None = None,
-    workload_epochs: int | None = None,
-    workload_timesteps: int | None = None,
-    equivalence_steps: int = 50,
     figures: DeviceFigures | None = None,
     device_figures: dict[str, DeviceFigures] | None = None,
     baseline_reason: str = "",
@@ -225,8 +169,9 @@ def advise_workload(
     clock: Callable[[], float] = time.monotonic,
     cpu_rate: Callable[[], float] | None = cpu_matmul_gflops,
 ) -> AdviceResult:
-    """Answer the accelerator question, search, compare the finalists with the baseline,
-    explain, and write the code.
+    """Answer the accelerator question, search, compare the finalists with the baseline
+    (:func:`search_workload`), then word the verdict, the reasons and the code
+    (:func:`devicebench.advisor.wording.word_advice`).
 
     Args:
         workload: a workload reference (built-in name, ``file.py:func``, ``model.keras``).
@@ -234,12 +179,14 @@ def advise_workload(
         baseline: the user's current configuration.
         budget_s: total time for the search and the final comparison (a trial that is
             already running is not cut short; the search plans on measured costs).
-        epochs: the training the user plans (default: the workload's own, else 10): a
-            candidate whose extra compilation or warm-up does not pay back within it is
-            not the verdict.
         equivalence_steps: steps whose losses are checked against the baseline's (from
             the same initial weights); a slow candidate runs fewer (its time is capped,
             at least 10 run) and its verdict says how many were compared.
+        facts: what is known of the workload before measuring it
+            (:func:`devicebench.advisor.facts.workload_facts`).
+        epochs: the training the user plans (default: the workload's own, else 10): a
+            candidate whose extra compilation or warm-up does not pay back within it is
+            not the verdict.
         figures: the baseline device's figures from a stored ``devicebench ops`` run
             (matmul rate, per-op dispatch cost), for the reasons; ``device_figures``:
             every device's, for the accelerator reasons and the search's bounds.
@@ -252,121 +199,35 @@ def advise_workload(
         devicebench.errors.DevicebenchError: bad input.
 
     Example:
-        >>> advice = advise_workload("seed-rnn", snapshot, baseline=TrialSpec("seed-rnn"))
+        >>> advice = advise_workload("seed-rnn", snapshot, baseline=TrialSpec("seed-rnn"),
+        ...                          budget_s=120, equivalence_steps=50)
         >>> advice.headline.text, advice.verdict
     """
-    budget = SearchBudget(budget_s, clock=clock)
-    epochs = epochs or workload_epochs or DEFAULT_EPOCHS
+    from devicebench.advisor.wording import word_advice
+
+    facts = facts or WorkloadFacts()
+    epochs = epochs or facts.epochs or DEFAULT_EPOCHS
     device_figures = dict(device_figures or {})
     if figures is not None:
         device_figures.setdefault(figures.device, figures)
     figures = figures or device_figures.get(baseline.device)
-    start_group = start_group or engine_group(on_result=on_result, on_event=on_event,
-                                              clock=clock)
-    result = AdviceResult(workload=workload, baseline=baseline, budget_s=budget_s,
-                          epochs=epochs, baseline_reason=baseline_reason)
-    candidates = candidate_space(
-        baseline, snapshot, allow_batch_change=allow_batch_change,
-        workload_batch_size=workload_batch_size,
-        compute_heavy=is_compute_heavy(workload_flops_per_step, workload_tags))
-    partner = headline_partner(baseline, snapshot)
-    if partner is not None and partner not in candidates:
-        candidates.insert(0, partner)
-    # One group of workers for the whole search: set up once, pruned by finishing the
-    # slower ones, the survivors measured on into the final comparison.
-    group = start_group(baseline, budget.group_options(equivalence_steps),
-                        budget.equivalence_seconds)
-    try:
-        found = search(baseline, candidates, group, budget,
-                       protected=[partner] if partner else [], figures=device_figures,
-                       flops_per_step=workload_flops_per_step)
-        finalists, outcomes = found.finalists, found.outcomes
-        result.outcomes = list(outcomes.values())
-        result.stop_reason = found.stop_reason
-        # The final: more interleaved rounds for the baseline and the finalists (whole
-        # epochs, as the user's fit runs them, when all of theirs are short), until
-        # the answer is decided or the budget ends; the least first, then the baseline,
-        # the headline's partner and the winner so far in two or more processes, as
-        # the budget holds them (advisor.final).
-        winner = min((s for s in finalists if s != partner),
-                     key=lambda s: outcomes[s].median_step_s or float("inf"), default=None)
-        result.replication = final_comparison(
-            group, budget, [baseline, *([partner] if partner else []),
-                            *([winner] if winner else [])], decided(baseline, finalists))
-        result.notes.extend(result.replication.notes)
-        budget.finished(group)
-    finally:
-        group.close()  # an interrupted search leaves no worker behind
-    final_results = [group.results[s] for s in [baseline, *finalists]]
-    rows = compare(final_results, epochs)  # a fit of the planned epochs
-    result.rows = rows
-    by_spec = {r.result.spec: r for r in rows}
-    base_row = by_spec.get(baseline)
-    for spec in finalists:
-        r = by_spec[spec].result
-        outcomes[spec].rejected = rejection(r, baseline)
-        outcomes[spec].final = True
-        note_timing(outcomes[spec], r, group.results.get(baseline))
-    if found.stop_reason and not found.stop_reason.startswith("all "):
-        result.notes.append(f"search: {found.stop_reason}")
-    result.headline = headline(baseline, partner, group.results)
-    if base_row is None or base_row.result.status != "ok":
-        result.verdict = ("the baseline itself failed: "
-                          + (base_row.result.error.splitlines()[0] if base_row and
-                             base_row.result.error else "no result"))
-    else:
-        best, passed_over = choose(rows, baseline, outcomes, epochs)
-        result.notes.extend(passed_over)
-        if best is not None:
-            result.recommended = best.result.spec
-            s = best.speedup
-            math = best.result.spec.math_changes(baseline)
-            label = (f" (changes the math: {', '.join(math)}; loss equivalence passed, "
-                     f"{best.result.loss_detail})" if math else "")
-            result.verdict = (f"use {best.result.spec.label}: {s.value:.1f}x faster than "
-                              f"{baseline.label} [95% CI {s.ci_low:.1f}-{s.ci_high:.1f}], "
-                              f"loss {best.result.loss_verdict}{label}")
-            result.code = snippet(best.result.spec, baseline, best.result.batch_size)
-        else:
-            measured = [f"{r.result.spec.label} {r.speedup.value:.2f}x "
-                        f"[{r.speedup.ci_low:.2f}-{r.speedup.ci_high:.2f}]"
-                        for r in rows if r.speedup is not None]
-            rejected = [f"{o.spec.label} ({o.rejected})" for o in outcomes.values()
-                        if o.rejected and not o.rejected.startswith("skipped")]
-            result.verdict = (f"keep {baseline.label}: no safe candidate was significantly "
-                              "faster over the planned training" +
-                              (f"; measured speed-ups: {', '.join(measured)}"
-                               if measured else "")
-                              + (f"; rejected: {'; '.join(rejected)}" if rejected else ""))
-    if base_row is not None:
-        result.data_note = base_row.result.data_note
-        rate, rate_source = _device_rate(baseline, figures, cpu_rate)
-        result.reasons = explain(Evidence(
-            baseline=base_row.result, results=group.results, device_gflops=rate,
-            device_rate_source=rate_source, figures=figures,
-            cpu_flags=tuple(snapshot.host.cpu_flags), workload_tags=workload_tags,
-            device_figures=device_figures, timesteps=workload_timesteps,
-            gpu_compute_capability=_compute_capability(snapshot), epochs=epochs))
-        command = (f"`devicebench ops --backend {baseline.backend} --device "
-                   f"{baseline.device}`")
-        if figures is None:
-            result.notes.append(
-                f"no `devicebench ops` figures for {baseline.device} on this machine: run "
-                f"{command} once, and advise also weighs ops per step against the "
-                "measured per-op dispatch cost")
-        elif baseline.backend == "tensorflow" and "tensorflow" not in figures.per_op_seconds:
-            result.notes.append(
-                f"{figures.source} did not resolve TensorFlow's per-op cost inside a graph "
-                f"(in-graph mode; lost in the noise or not measured): run {command} on a "
-                "quiet machine for the dispatch reason")
-    result.elapsed_s = clock() - budget.start
-    result.budget = budget.report()
-    said = {*result.notes, f"budget was the limit: {found.stop_reason}"}
-    result.notes.extend(c for c in budget.cuts if c not in said)  # a rung, a set-up cut
-    result.notes.extend(budget.overrun_notes())
-    return result
-
-
-def _compute_capability(snapshot: EnvSnapshot) -> str:
-    smi = snapshot.nvidia_smi
-    return smi.gpus[0].compute_capability if smi is not None and smi.gpus else ""
+    found = search_workload(
+        snapshot, baseline=baseline, budget_s=budget_s, equivalence_steps=equivalence_steps,
+        facts=facts, epochs=epochs, allow_batch_change=allow_batch_change,
+        device_figures=device_figures, clock=clock,
+        start_group=start_group or engine_group(on_result=on_result, on_event=on_event,
+                                                clock=clock))
+    words = word_advice(found, snapshot, facts=facts, figures=figures,
+                        device_figures=device_figures, cpu_rate=cpu_rate)
+    elapsed = clock() - found.started_at
+    said = {*words.notes, f"budget was the limit: {found.stop_reason}"}
+    budget_notes = [c for c in found.budget.cuts if c not in said]  # a rung, a set-up cut
+    budget_notes += found.budget.overrun_notes()
+    return AdviceResult(
+        workload=workload, baseline=baseline, budget_s=budget_s, elapsed_s=elapsed,
+        rows=found.rows, outcomes=list(found.outcomes.values()),
+        recommended=words.recommended, reasons=words.reasons, code=words.code,
+        verdict=words.verdict, notes=[*words.notes, *budget_notes], data_note=words.data_note,
+        headline=headline(baseline, found.partner, found.results), epochs=epochs,
+        baseline_reason=baseline_reason, stop_reason=found.stop_reason,
+        replication=found.replication, budget=found.budget.report())

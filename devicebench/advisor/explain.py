@@ -1,87 +1,36 @@
-"""Reasons from measured evidence, and the code that applies a recommendation.
+"""Reasons from measured evidence: one rule per cause (dispatch, the accelerator's cost,
+precision, the input pipeline, ...), each a function of the :class:`Evidence`.
 
 Every reason cites the figures it rests on; a rule whose evidence was not measured says
-nothing rather than guessing.
+nothing rather than guessing. The evidence and its pairing of step times are in
+:mod:`devicebench.advisor.evidence`; the code applying a recommendation in
+:mod:`devicebench.advisor.snippet`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from dataclasses import dataclass
 
+from devicebench.advisor.evidence import (
+    Evidence,
+    Pair,
+    Reason,
+    find_trial,
+    median_step_of,
+    paired_steps,
+)
 from devicebench.advisor.figures import FUSING_BACKENDS, DeviceFigures
 from devicebench.fmt import fmt_time
 from devicebench.trials.result import TrialResult
-from devicebench.trials.spec import TF32_SWITCH, TrialSpec
+
+__all__ = ["RULES", "Evidence", "Pair", "Reason", "explain"]
 
 OVERHEAD_BOUND_FRACTION = 0.02  # below 2% of the device's measured rate
 
 
-@dataclass(frozen=True)
-class Reason:
-    id: str
-    text: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Evidence:
-    """What the rules may use: measured results (one per spec) and machine facts."""
-
-    baseline: TrialResult
-    results: dict[TrialSpec, TrialResult]
-    device_gflops: float | None = None  # measured matmul rate of the baseline's device
-    device_rate_source: str = "numpy matmul, measured now"
-    figures: DeviceFigures | None = None  # the baseline device's stored `ops` figures
-    cpu_flags: tuple[str, ...] = ()
-    workload_tags: tuple[str, ...] = ()
-    device_figures: dict[str, DeviceFigures] = field(default_factory=dict)  # every device's
-    timesteps: int | None = None  # a recurrent workload's loop length
-    gpu_compute_capability: str = ""  # NVIDIA GPU 0's, "" elsewhere
-    epochs: int = 10  # the training one-time costs are weighed against
-
-
-def _step(r: TrialResult | None) -> float | None:
-    if r is None or r.status != "ok" or r.step_time is None:
-        return None
-    return r.step_time.median
-
-
-class Pair(NamedTuple):
-    a: float  # median step time of the first trial
-    b: float  # ... and of the second, from steps measured the same way
-    cut: str  # epochs | steps | "" | setup
-
-    @property
-    def source(self) -> str:
-        """Where the two figures come from, when it is not the interleaved rounds."""
-        return (" — from their set-up steps, timed one trial after the other, not "
-                "interleaved" if self.cut == "setup" else "")
-
-
-def _pair(a: TrialResult | None, b: TrialResult | None) -> Pair | None:
-    """Median step times of ``a`` and ``b`` from blocks cut the same way (whole epochs
-    first): a candidate pruned on K-step blocks is compared with the baseline's K-step
-    blocks, never with its whole epochs; one screened out before any timed round is
-    compared on both trials' set-up steps."""
-    if a is None or b is None:
-        return None
-    for cut in ("epochs", "steps", "", "setup"):
-        x, y = a.median_step(cut), b.median_step(cut)
-        if x and y:
-            return Pair(x, y, cut)
-    return None
-
-
-def _find(ev: Evidence, base: TrialSpec, **changes: Any) -> TrialResult | None:
-    return ev.results.get(base.with_(**changes))
-
-
 def overhead_bound(ev: Evidence) -> list[Reason]:
     b = ev.baseline
-    step = _step(b)
+    step = median_step_of(b)
     if step is None or not b.flops_per_step or not ev.device_gflops:
         return []
     achieved = b.flops_per_step / step / 1e9
@@ -144,7 +93,7 @@ def dispatch_cost(ev: Evidence) -> list[Reason]:
     """Ops or kernels per step (:func:`launches`) x the per-op cost inside a compiled
     graph that ``devicebench ops`` measured on the same device and backend."""
     b = ev.baseline
-    step = _step(b)
+    step = median_step_of(b)
     f = ev.device_figures.get(b.spec.device) or ev.figures
     n = launches(b, ev.workload_tags)
     if step is None or f is None or n is None:
@@ -178,11 +127,11 @@ def recurrent_loop(ev: Evidence) -> list[Reason]:
     # A TF trial screened out on its set-up steps is compared on set-up steps.
     tf = [r for s, r in ev.results.items() if s.backend == "tensorflow" and r.status == "ok"]
     jx = [r for s, r in ev.results.items() if s.backend == "jax" and s.jit != "off"
-          and s.precision == "float32" and _step(r)]
+          and s.precision == "float32" and median_step_of(r)]
     if not tf or not jx:
         return []
-    best_jax = min(jx, key=_step)
-    pairs = [(p, r) for r in tf if (p := _pair(r, best_jax))]
+    best_jax = min(jx, key=median_step_of)
+    pairs = [(p, r) for r in tf if (p := paired_steps(r, best_jax))]
     if not pairs:
         return []
     pair, best_tf = min(pairs, key=lambda pr: pr[0].a / pr[0].b)
@@ -202,8 +151,8 @@ def xla_cost(ev: Evidence) -> list[Reason]:
     for spec, r in ev.results.items():
         if spec.jit != "on" or spec.precision != "float32" or spec.backend == "jax":
             continue
-        ref = _find(ev, spec, jit="auto") or _find(ev, spec, jit="off")
-        pair = _pair(r, ref)
+        ref = find_trial(ev, spec, jit="auto") or find_trial(ev, spec, jit="off")
+        pair = paired_steps(r, ref)
         if pair is None or ref is None:
             if r.status not in ("ok", "skipped") and r.error:
                 out.append(Reason("xla-failed", f"jit_compile=True on {spec.backend}: "
@@ -237,7 +186,7 @@ def mixed_precision(ev: Evidence) -> list[Reason]:
     for spec, r in ev.results.items():
         if spec.precision == "float32":
             continue
-        pair = _pair(r, _find(ev, spec, precision="float32"))
+        pair = paired_steps(r, find_trial(ev, spec, precision="float32"))
         if pair is None:
             continue
         s_mp, s_32 = pair.a, pair.b
@@ -276,7 +225,7 @@ INPUT_BOUND_SHARE = 0.5
 def input_time(ev: Evidence) -> list[Reason]:
     """The baseline's input pipeline timed alone vs its step time."""
     b = ev.baseline
-    step, per_batch = _step(b), b.input_seconds_per_batch
+    step, per_batch = median_step_of(b), b.input_seconds_per_batch
     if step is None or not per_batch:
         return []
     share = per_batch / step
@@ -298,7 +247,7 @@ def pipeline_and_threads(ev: Evidence) -> list[Reason]:
     out = []
     for spec, r in ev.results.items():
         if spec.pipeline == "tf.data":
-            pair = _pair(r, _find(ev, spec, pipeline="arrays"))
+            pair = paired_steps(r, find_trial(ev, spec, pipeline="arrays"))
             if pair:
                 a, b = pair.a, pair.b
                 word = "faster" if a < b else "no faster"
@@ -308,7 +257,7 @@ def pipeline_and_threads(ev: Evidence) -> list[Reason]:
                     + ("the input was part of the step time" if a < 0.95 * b else
                        "training is not waiting for input here"))))
         if spec.threads == 1:
-            pair = _pair(r, _find(ev, spec, threads=None))
+            pair = paired_steps(r, find_trial(ev, spec, threads=None))
             if pair and pair.a < 0.95 * pair.b:
                 a, b = pair.a, pair.b
                 out.append(Reason("threads", (
@@ -331,7 +280,7 @@ def cpu_fallback(ev: Evidence) -> list[Reason]:
         if not on_cpu:
             continue
         top = sorted(r.placement.get("cpu_op_types", {}).items(), key=lambda kv: -kv[1])[:5]
-        step = _step(r)
+        step = median_step_of(r)
         out.append(Reason("cpu-fallback", (
             f"CPU fallback: {on_cpu} of {total} ops of the training step ran on the CPU in "
             f"the {spec.label} trial ({', '.join(f'{op} x{n}' for op, n in top)}); each "
@@ -378,7 +327,7 @@ def accelerator_cost(ev: Evidence) -> list[Reason]:
     if not pairs:
         return []
     acc_r, cpu_r = pairs[0]
-    pair = _pair(acc_r, cpu_r)
+    pair = paired_steps(acc_r, cpu_r)
     if pair is None:
         return []
     a, c = pair.a, pair.b
@@ -470,61 +419,3 @@ def explain(ev: Evidence) -> list[Reason]:
     for rule in RULES:
         reasons.extend(rule(ev))
     return reasons
-
-
-def snippet(recommended: TrialSpec, baseline: TrialSpec, batch_size: int | None = None) -> str:
-    """Copy-paste code that turns the baseline's training script into the recommended one."""
-    lines: list[str] = []
-    if recommended.backend != baseline.backend:
-        lines += ["import os", f'os.environ["KERAS_BACKEND"] = "{recommended.backend}"'
-                  "  # before the first `import keras`", "import keras"]
-    if recommended.device != baseline.device:
-        if recommended.device == "cpu":
-            if recommended.backend == "tensorflow":
-                lines += ["import tensorflow as tf",
-                          'tf.config.set_visible_devices([], "GPU")  # before any op: CPU only']
-            else:
-                lines += ['# run on the CPU: set before importing the framework',
-                          'os.environ["CUDA_VISIBLE_DEVICES"] = ""'
-                          + ('; os.environ["JAX_PLATFORMS"] = "cpu"'
-                             if recommended.backend == "jax" else "")]
-        elif recommended.device == "mps":
-            lines += ['os.environ["KERAS_TORCH_DEVICE"] = "mps"  # before importing keras']
-        else:
-            index = recommended.device.split(":")[1]
-            lines += [f'os.environ["CUDA_VISIBLE_DEVICES"] = "{index}"  # before importing']
-    if recommended.threads and recommended.threads != baseline.threads:
-        if recommended.backend == "tensorflow":
-            lines += ["import tensorflow as tf", "tf.config.threading."
-                      f"set_intra_op_parallelism_threads({recommended.threads})  # before any op"]
-        elif recommended.backend == "torch":
-            lines += ["import torch", f"torch.set_num_threads({recommended.threads})"]
-        else:
-            lines += [f'os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false '
-                      f'intra_op_parallelism_threads={recommended.threads}"  # before import']
-    if recommended.precision == "tf32" != baseline.precision:
-        module = {"tensorflow": "tensorflow as tf"}.get(recommended.backend,
-                                                       recommended.backend)
-        lines += [f"import {module}", "# TF32 matmuls and convolutions: changes the math "
-                  "(loss-checked)", *TF32_SWITCH[recommended.backend]]
-    elif recommended.precision != baseline.precision:
-        lines += [f'keras.mixed_precision.set_global_policy("{recommended.precision}")'
-                  "  # before building the model"]
-    compile_args = []
-    if recommended.jit != baseline.jit:
-        value = {"on": "True", "off": "False", "auto": '"auto"'}[recommended.jit]
-        compile_args.append(f"jit_compile={value}")
-    if recommended.steps_per_execution != baseline.steps_per_execution:
-        compile_args.append(f"steps_per_execution={recommended.steps_per_execution}")
-    if compile_args:
-        lines.append(f"model.compile(..., {', '.join(compile_args)})")
-    if recommended.pipeline != baseline.pipeline and recommended.pipeline == "tf.data":
-        bs = batch_size or "BATCH_SIZE"
-        lines += ["import tensorflow as tf",
-                  "ds = tf.data.Dataset.from_tensor_slices((x_train, y_train))",
-                  f"ds = ds.shuffle(len(x_train)).batch({bs}).prefetch(tf.data.AUTOTUNE)",
-                  "model.fit(ds, epochs=...)"]
-    if recommended.batch_size != baseline.batch_size and recommended.batch_size:
-        lines.append(f"model.fit(..., batch_size={recommended.batch_size})  # changes the "
-                     "training: check the loss")
-    return "\n".join(dict.fromkeys(lines)) if lines else "# nothing to change"

@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 import typer
 
 from devicebench import __version__
+from devicebench.cli.calls import calls
 from devicebench.errors import DevicebenchError
+from devicebench.jobs.main import main_job
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -121,6 +123,7 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 @user_errors
+@calls(main_job, cli_only=("version",))
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(
@@ -134,9 +137,9 @@ def _root(
     seed-rnn and mnist-cnn workloads under a short budget, with one verdict per workload.
     """
     if ctx.invoked_subcommand is None:
-        from devicebench.cli.advise import main_job
+        from devicebench.cli.advise import main_job as run_main_job
 
-        raise typer.Exit(main_job(db))
+        raise typer.Exit(run_main_job(db))
 
 
 from devicebench.cli import advise as _advise  # noqa: E402,F401

@@ -9,6 +9,10 @@ from typing import Any
 import typer
 
 from devicebench.cli import DB_HELP, app, user_errors
+from devicebench.cli.calls import calls
+from devicebench.jobs import default_of
+from devicebench.jobs.advise_any import advise as advise_job
+from devicebench.jobs.main import main_job as main_job_of
 from devicebench.validate import LIMITS
 
 ADVISE_HELP = """Find the fastest way to train WORKLOAD on this machine, say why, and give the code.
@@ -27,17 +31,9 @@ the change to make comes as a patch to it.
 """
 
 
-def _with_progress(workload: str, progress: bool, **kwargs: Any):
-    """:func:`devicebench.advisor.job.run_advice` with a spinner on stderr."""
-    from devicebench.advisor.job import run_advice
-    from devicebench.report.advise import with_spinner
-
-    return with_spinner(workload, progress,
-                        lambda on_event: run_advice(workload, on_event=on_event, **kwargs))
-
-
 @app.command(help=ADVISE_HELP, context_settings={"allow_extra_args": True})
 @user_errors
+@calls(advise_job, cli_only=("json_out",), renamed={"workload": "workload_or_model"})
 def advise(
     ctx: typer.Context,
     workload: str = typer.Argument(..., help="train.py, a built-in name or "
@@ -46,7 +42,8 @@ def advise(
         None, "--baseline", help="Your current configuration, e.g. "
         "backend=tensorflow,device=gpu:0,jit=auto (default: the workload's own settings on "
         "the Keras backend you use, on its default device)."),
-    budget: float = typer.Option(120.0, "--budget", min=LIMITS["advise_budget"].lo,
+    budget: float = typer.Option(default_of(advise_job, "budget"), "--budget",
+                                 min=LIMITS["advise_budget"].lo,
                                  help="Seconds for the whole search and comparison, "
                                  "kept to within 10% past the least: the baseline's set-up "
                                  "and three interleaved rounds, which always run (a budget "
@@ -62,76 +59,61 @@ def advise(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the advice as JSON."),
 ) -> None:
-    from devicebench.workloads.script import is_script_ref
+    from devicebench.cli.progress import progress
 
-    if is_script_ref(workload) or ctx.args:
-        from devicebench.cli.script import advise_script_command
-
-        advise_script_command(workload, ctx.args, baseline=baseline, budget=budget,
-                              allow_batch_change=allow_batch_change, db=db, epochs=epochs,
-                              json_out=json_out)
-        return
-    advice = _with_progress(workload, not json_out, baseline=baseline, budget=budget,
-                            allow_batch_change=allow_batch_change, db=db, epochs=epochs)
+    with progress(not json_out) as on_progress:
+        advice = advise_job(workload, budget=budget, baseline=baseline,
+                            allow_batch_change=allow_batch_change, epochs=epochs, db=db,
+                            script_args=ctx.args, on_progress=on_progress)
     if json_out:
         print(json.dumps(advice.to_dict(), indent=2, default=str))
+    elif hasattr(advice, "capture"):  # a script's: the advice, then the patch
+        from devicebench.report.script import render_script_advice
+
+        render_script_advice(advice)
     else:
         from devicebench.report.advise import render_advice
 
         render_advice(advice)
 
 
-MAIN_WORKLOADS = ("seed-rnn", "mnist-cnn")
-MAIN_BUDGET_S = 40.0
-MAIN_TOTAL_S = 90.0  # the whole job, doctor and dispatch probe included (issue 25)
-MAIN_EQUIVALENCE_STEPS = 20
-
-
-def main_job(db: Path | None = None, workloads: tuple[str, ...] = MAIN_WORKLOADS,
-             budget: float = MAIN_BUDGET_S) -> int:
-    """``devicebench`` alone: a doctor summary, then advise on seed-rnn and mnist-cnn
-    (``workloads``, each under ``budget`` seconds, less where the job's MAIN_TOTAL_S
-    would not hold it)."""
-    import time
-
-    from devicebench.advisor.budget import share_of_total
-    from devicebench.env.checks import run_checks
-    from devicebench.env.probe import probe_environment
+def main_job(db: Path | None = None, **kwargs: Any) -> int:
+    """``devicebench`` alone: the main job (:func:`devicebench.jobs.main.main_job`,
+    ``kwargs`` its own), each part printed as it is ready; returns the exit code."""
+    from devicebench.cli.progress import progress
     from devicebench.report.advise import render_advice
     from devicebench.report.console import make_console
 
-    started = time.monotonic()
     con = make_console()
     con.print("[bold]devicebench[/bold]: is this machine's accelerator speeding up training? "
               "(doctor, then advise on two built-in workloads; `devicebench --help` for more)")
-    snap = probe_environment(None)
-    findings = run_checks(snap)
+
+    def show(step) -> None:
+        if step.kind == "doctor":
+            _doctor_summary(con, step.value)
+        elif step.kind == "probe" and step.value:
+            con.print(f"  {step.value}", markup=False, highlight=False)
+        elif step.kind == "advice":
+            render_advice(step.value, console=con, brief=True)
+
+    with progress() as on_progress:
+        outcome = main_job_of(db=db, on_step=show, on_progress=on_progress, **kwargs)
+    con.print("\n[bold]Summary[/bold]")
+    for advice in outcome.advice:
+        con.print(f"  {advice.workload}: {advice.headline.text if advice.headline else ''}",
+                  markup=False, highlight=False)
+        con.print(f"    {advice.verdict}", markup=False, highlight=False)
+    return outcome.exit_code
+
+
+def _doctor_summary(con: Any, found: Any) -> None:
+    """The doctor's part of the main job: the devices each framework sees, then its
+    errors and warnings."""
+    snap, findings = found.snapshot, found.findings
     devices = sorted({f"{name}: " + ", ".join(d.kind for d in p.physical_devices)
                       for name, p in snap.frameworks.items() if p.status == "ok"})
     con.print("doctor: " + ("; ".join(devices) or "no framework imported"), highlight=False)
-    errors = [f for f in findings if f.severity == "error"]
-    for f in errors + [f for f in findings if f.severity == "warning"]:
+    for f in found.errors + [f for f in findings if f.severity == "warning"]:
         con.print(f"  {f.severity}: [{f.id}] {f.title} — fix: {f.fix}", markup=False,
                   highlight=False)
     con.print(f"  ({len(findings)} findings; `devicebench doctor` for details)")
-    from devicebench.advisor.advice import default_baseline
-    from devicebench.advisor.job import ensure_dispatch_figures
-
-    # The per-op cost behind the accelerator verdict's reasons, once per machine.
-    probed = ensure_dispatch_figures(db, snap, default_baseline(snap, workloads[0])[0].backend)
-    if probed:
-        con.print(f"  {probed}", markup=False, highlight=False)
-    verdicts = []
-    for i, name in enumerate(workloads):
-        share = share_of_total(MAIN_TOTAL_S, time.monotonic() - started,
-                               len(workloads) - i, budget)
-        advice = _with_progress(name, True, baseline=None, budget=share,
-                                allow_batch_change=False, db=db, snapshot=snap,
-                                equivalence_steps=MAIN_EQUIVALENCE_STEPS)
-        render_advice(advice, console=con, brief=True)
-        verdicts.append(f"{name}: {advice.headline.text if advice.headline else ''}")
-        verdicts.append(f"  {advice.verdict}")
-    con.print("\n[bold]Summary[/bold]")
-    for v in verdicts:
-        con.print(f"  {v}", markup=False, highlight=False)
-    return 1 if errors else 0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
 
 from devicebench.cli import app, fail, is_stdout, user_errors, write_output
+from devicebench.cli.calls import calls
+from devicebench.jobs import default_of
+from devicebench.jobs.doctor import doctor as doctor_job
 from devicebench.validate import LIMITS
 
 DOCTOR_HELP = """Diagnose this machine's deep-learning setup and say what to fix.
@@ -23,6 +25,8 @@ Exit code: 0 no errors found, 1 errors found, 2 bad input.
 
 @app.command(help=DOCTOR_HELP)
 @user_errors
+@calls(doctor_job, cli_only=("json_out",),
+       convert={"sequential": ("concurrent", lambda v: not v)})
 def doctor(
     script: Path | None = typer.Argument(
         None, help="A training script to check for pitfalls (read with ast, never executed)."
@@ -46,7 +50,7 @@ def doctor(
         help="Comma-separated frameworks to import (default: all installed; 'none' to skip).",
     ),
     timeout: float = typer.Option(
-        60.0, "--timeout", min=LIMITS["doctor_timeout"].lo,
+        default_of(doctor_job, "timeout"), "--timeout", min=LIMITS["doctor_timeout"].lo,
         help="Seconds allowed for each framework's import."
     ),
     sequential: bool = typer.Option(
@@ -54,39 +58,30 @@ def doctor(
         help="Import frameworks one after another: exact import times, slower doctor.",
     ),
 ) -> None:
-    from devicebench.api import doctor as run_doctor
-    from devicebench.report.doctor import doctor_json, render_doctor
+    from devicebench.cli.progress import progress
+    from devicebench.report.doctor import render_doctor
 
-    if is_stdout(save) and json_out:
+    to_stdout = is_stdout(save)  # `--save -`: the snapshot on stdout, the report on stderr
+    if to_stdout and json_out:
         fail("--save - and --json would both write to stdout — fix: save the snapshot to "
              "a file (--save env.json); --json's output holds the snapshot too")
-    if save is not None and not is_stdout(save) and save.is_dir():
-        fail(f"--save path is a directory: {save} — fix: pass a file name, e.g. {save}/env.json")
-    selected = _parse_frameworks(frameworks)  # with --snapshot: refused by the API
-    result = run_doctor(script, frameworks=selected, timeout=timeout, snapshot=snapshot,
-                        concurrent=not sequential,
-                        on_framework=None if json_out or snapshot is not None
-                        else _progress_printer())
-    snap, findings, read = result.snapshot, result.findings, result.script
-
-    if is_stdout(save):
-        write_output(save, snap.to_json(), "snapshot")
-    elif save is not None:
-        try:
-            save.write_text(snap.to_json() + "\n", encoding="utf-8")
-        except OSError as exc:
-            fail(f"cannot write snapshot to {save}: {exc.strerror} — fix: choose a writable path")
-
-    if json_out:
-        print(json.dumps(doctor_json(snap, findings, script=read), indent=2))
-    elif is_stdout(save):  # stdout carries the snapshot: the report goes to stderr
+    selected = _parse_frameworks(frameworks)  # with --snapshot: refused by the job
+    with progress(not json_out and snapshot is None, lines_off_terminal=True) as on_progress:
+        result = doctor_job(script, frameworks=selected, timeout=timeout, snapshot=snapshot,
+                            concurrent=not sequential, save=None if to_stdout else save,
+                            on_progress=on_progress)
+    if to_stdout:
         from devicebench.report.console import make_console
 
-        render_doctor(snap, findings, console=make_console(stderr=True), from_file=snapshot,
-                      script=read)
+        write_output(save, result.snapshot.to_json(), "snapshot")
+        render_doctor(result.snapshot, result.findings, console=make_console(stderr=True),
+                      from_file=snapshot, script=result.script)
+    elif json_out:
+        print(json.dumps(result.to_dict(), indent=2))
     else:
-        render_doctor(snap, findings, saved_to=save, from_file=snapshot, script=read)
-    raise typer.Exit(1 if any(f.severity == "error" for f in findings) else 0)
+        render_doctor(result.snapshot, result.findings, saved_to=save, from_file=snapshot,
+                      script=result.script)
+    raise typer.Exit(1 if result.errors else 0)
 
 
 def _parse_frameworks(value: str | None) -> list[str] | None:
@@ -105,9 +100,3 @@ def _parse_frameworks(value: str | None) -> list[str] | None:
         )
     return names
 
-
-def _progress_printer():
-    def show(name: str) -> None:
-        print(f"probing {name} (imported in a subprocess)...", file=sys.stderr, flush=True)
-
-    return show

@@ -10,7 +10,14 @@ from pathlib import Path
 import typer
 
 from devicebench.cli import DB_HELP, app, user_errors
-from devicebench.schema import envelope
+from devicebench.cli.calls import calls
+from devicebench.fleet.job import (
+    fleet_advise,
+    fleet_doctor,
+    fleet_doctor_document,
+    fleet_profile_record,
+)
+from devicebench.jobs import default_of
 
 fleet_app = typer.Typer(
     help="The same questions on every machine of a Ray cluster: which of them should train "
@@ -41,22 +48,18 @@ def resources() -> None:
 @fleet_app.command("doctor", help="The doctor on every node: one table of machines x "
                    "frameworks x devices, then each machine's findings.")
 @user_errors
+@calls(fleet_doctor, cli_only=("json_out",))
 def doctor(
     address: str | None = typer.Option(None, "--address", help=ADDRESS_HELP),
     nodes: list[str] = typer.Option(None, "--node", help=NODES_HELP),
     frameworks: list[str] = typer.Option(None, "--framework", help="Only these frameworks."),
     json_out: bool = typer.Option(False, "--json", help="Print the nodes as JSON."),
 ) -> None:
-    from devicebench.fleet.job import fleet_doctor
     from devicebench.report.fleet import render_fleet_doctor
 
     reports = fleet_doctor(address=address, frameworks=frameworks or None, nodes=nodes or None)
     if json_out:
-        print(json.dumps(envelope("fleet-doctor", {"nodes": [
-            {"node": r.name, "node_id": r.node.node_id, "ip": r.node.ip,
-             "problem": r.problem, "snapshot": r.snapshot.to_dict() if r.snapshot else None,
-             "findings": [f.to_dict() for f in r.findings]} for r in reports]}),
-            indent=2, default=str))
+        print(json.dumps(fleet_doctor_document(reports), indent=2, default=str))
     else:
         render_fleet_doctor(reports)
     raise typer.Exit(1 if any(r.problem or any(f.severity == "error" for f in r.findings)
@@ -68,10 +71,12 @@ def doctor(
                    "train: per machine its fastest configuration, step and epoch time with "
                    "their CIs, its accelerator verdict and its speed against yours.")
 @user_errors
+@calls(fleet_advise, cli_only=("json_out",))
 def advise(
     workload: str = typer.Argument(..., help="Built-in name, path/file.py:function or a "
                                    ".keras file (shipped to the nodes)."),
-    budget: float = typer.Option(60.0, "--budget", min=10.0, help="Seconds per machine."),
+    budget: float = typer.Option(default_of(fleet_advise, "budget"), "--budget", min=10.0,
+                                 help="Seconds per machine."),
     baseline: str | None = typer.Option(None, "--baseline", help="As advise --baseline."),
     epochs: int | None = typer.Option(None, "--epochs", min=1),
     allow_batch_change: bool = typer.Option(False, "--allow-batch-change"),
@@ -80,7 +85,6 @@ def advise(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
 ) -> None:
-    from devicebench.fleet.job import fleet_advise
     from devicebench.report.fleet import render_fleet_advice
 
     def event(kind, m, value) -> None:
@@ -93,11 +97,7 @@ def advise(
                          allow_batch_change=allow_batch_change, nodes=nodes or None,
                          address=address, db=db, argv=sys.argv[1:], on_event=event)
     if json_out:
-        print(json.dumps(envelope("fleet-advise", {
-            "fleet": fleet.fleet_id, "workload": fleet.workload,
-            "elapsed_s": fleet.elapsed_s, "interrupted": fleet.interrupted,
-            "left_out": fleet.notes, "machines": [a.to_dict() for a in fleet.answer()]}),
-            indent=2, default=str))
+        print(json.dumps(fleet.to_dict(), indent=2, default=str))
     else:
         render_fleet_advice(fleet)
     if fleet.interrupted:
@@ -108,17 +108,16 @@ def advise(
 @fleet_app.command("report", help="A stored fleet job again: the answer in the terminal, "
                    "or --html FILE with the machines as columns.")
 @user_errors
+@calls("devicebench.fleet.stored:load_fleet_at", cli_only=("html",), renamed={"fleet": "fleet_id"})
 def report(
     fleet: str | None = typer.Option(None, "--fleet", help="Fleet job id (default: newest)."),
     html: Path | None = typer.Option(None, "--html", metavar="FILE",
                                      help="Write an HTML page ('-': stdout)."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
-    from devicebench.fleet.stored import load_fleet
-    from devicebench.store import ResultStore
+    from devicebench.fleet.stored import load_fleet_at
 
-    with ResultStore.open(db) as store:
-        stored = load_fleet(store, fleet)
+    stored = load_fleet_at(db, fleet)
     answers = stored.answer()
     if html is not None:
         from devicebench.cli import write_output
@@ -149,23 +148,24 @@ def report(
                      "one profile per machine kind, written into DIR (replay one with "
                      "`devicebench profile replay DIR/NAME.json WORKLOAD`).")
 @user_errors
+@calls(fleet_profile_record, renamed={"out": "out_dir"})
 def profile_record(
     workloads: list[str] = typer.Argument(None, help="Built-in workloads (default: seed-rnn "
                                           "mnist-cnn)."),
     out: Path = typer.Option(..., "-o", "--output", help="Directory for the profiles."),
-    max_rounds: int = typer.Option(12, "--max-rounds", min=3),
+    max_rounds: int = typer.Option(default_of(fleet_profile_record, "max_rounds"),
+                                   "--max-rounds", min=3),
     address: str | None = typer.Option(None, "--address", help=ADDRESS_HELP),
     nodes: list[str] = typer.Option(None, "--node", help=NODES_HELP),
 ) -> None:
     from devicebench.cli import refuse_stdout
     from devicebench.errors import InputError
-    from devicebench.fleet.job import fleet_profile_record
 
     refuse_stdout(out, "-o", why="the profiles are one file per machine kind, in a "
                   "directory", fix="pass a directory, e.g. -o profiles")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} is a file", fix="pass a directory for the profiles")
-    profiles, notes = fleet_profile_record(workloads or ["seed-rnn", "mnist-cnn"], out,
+    profiles, notes = fleet_profile_record(workloads or None, out,
                                            max_rounds=max_rounds, nodes=nodes or None,
                                            address=address)
     for p in profiles:

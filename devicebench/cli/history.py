@@ -10,30 +10,30 @@ from pathlib import Path
 import typer
 
 from devicebench.cli import DB_HELP, app, user_errors
-from devicebench.schema import envelope
+from devicebench.cli.calls import calls
+from devicebench.jobs import default_of
+from devicebench.jobs import history as store_jobs
 from devicebench.validate import LIMITS
 
 
 @app.command("history", help="List the runs in the results store, newest first.")
 @user_errors
+@calls(store_jobs.history, cli_only=("json_out",))
 def history(
-    limit: int = typer.Option(50, "--limit", min=LIMITS["history_limit"].lo,
-                              max=LIMITS["history_limit"].hi, help="Show at most N runs."),
+    limit: int = typer.Option(default_of(store_jobs.history, "limit"), "--limit",
+                              min=LIMITS["history_limit"].lo, max=LIMITS["history_limit"].hi,
+                              help="Show at most N runs."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
-    from devicebench.store import ResultStore, default_db_path
-    from devicebench.store.runs import run_history
-
-    if db is None and not default_db_path().exists():  # a first look, before any run
-        print(f"no runs in {default_db_path()} yet: devicebench run seed-rnn, devicebench "
+    outcome = store_jobs.history(limit=limit, db=db)
+    if not outcome.exists:  # a first look, before any run
+        print(f"no runs in {outcome.where} yet: devicebench run seed-rnn, devicebench "
               "ops, or devicebench import bundle.json")
         return
-    with ResultStore.open(db, read_only=True) as store:
-        rows = run_history(store, limit)
-        where = store.path
+    rows, where = outcome.rows, outcome.where
     if json_out:
-        print(json.dumps(envelope("history", {"runs": [r.to_dict() for r in rows]}), indent=2))
+        print(json.dumps(outcome.to_dict(), indent=2))
         return
     from rich.table import Table
 
@@ -88,6 +88,7 @@ blocks separately: two runs are never interleaved, so nothing is paired round by
 
 @app.command("compare", help=COMPARE_HELP)
 @user_errors
+@calls(store_jobs.compare, cli_only=("json_out",))
 def compare_cmd(
     run_a: int = typer.Argument(..., help="Run id A."),
     run_b: int = typer.Argument(..., help="Run id B."),
@@ -97,12 +98,8 @@ def compare_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
-    from devicebench.results.compare import compare_runs
-    from devicebench.store import ResultStore
-
-    with ResultStore.open(db, read_only=True) as store:
-        result = compare_runs(store, run_a, run_b, workload=workload, config_a=config_a,
-                              config_b=config_b)
+    result = store_jobs.compare(run_a, run_b, workload=workload, config_a=config_a,
+                          config_b=config_b, db=db)
     if json_out:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -114,6 +111,7 @@ def compare_cmd(
 @app.command("export", help="Write runs (raw results, machine snapshot) to a bundle file "
              "that devicebench import reads on another machine.")
 @user_errors
+@calls(store_jobs.export)
 def export(
     runs: list[int] = typer.Argument(..., help="Run ids (devicebench history)."),
     out: Path = typer.Option(..., "-o", "--output", metavar="FILE",
@@ -121,38 +119,31 @@ def export(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     from devicebench.cli import is_stdout, say, write_output
-    from devicebench.store import ResultStore
-    from devicebench.store.bundle import bundle_json, export_runs, write_bundle
 
-    with ResultStore.open(db, read_only=True) as store:
-        bundle = export_runs(store, list(runs))  # each run once (`export 1 1 1`)
-    if is_stdout(out):
-        write_output(out, bundle_json(bundle), "bundle")
-    else:
-        write_bundle(bundle, out)
-    say(f"wrote {'the bundle to stdout' if is_stdout(out) else out}: "
-        f"{len(bundle['runs'])} run(s); on the other machine: devicebench import "
-        f"{'FILE' if is_stdout(out) else out.name}", to_stderr=is_stdout(out))
+    to_stdout = is_stdout(out)
+    done = store_jobs.export(list(runs), out=None if to_stdout else out, db=db)
+    if to_stdout:
+        write_output(out, done.text or "", "bundle")
+    say(f"wrote {'the bundle to stdout' if to_stdout else out}: {len(done.run_ids)} run(s); "
+        f"on the other machine: devicebench import {'FILE' if to_stdout else out.name}",
+        to_stderr=to_stdout)
 
 
 @app.command("import", help="Add the runs of a bundle (devicebench export) to the store; "
              "runs already there are skipped, so importing twice adds nothing.")
 @user_errors
+@calls(store_jobs.import_runs)
 def import_cmd(
     bundle: Path = typer.Argument(..., metavar="BUNDLE", help="Bundle file ('-': stdin)."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     from devicebench.cli import is_stdout
-    from devicebench.store import ResultStore
-    from devicebench.store.bundle import import_bundle, parse_bundle, read_bundle
 
     if is_stdout(bundle):  # `-`: the bundle comes on stdin (`export 9 -o - | ... import -`)
-        data = parse_bundle(sys.stdin.read(), "stdin")
         bundle = Path("stdin")
+        result = store_jobs.import_runs(bundle, db=db, text=sys.stdin.read())
     else:
-        data = read_bundle(bundle)
-    with ResultStore.open(db) as store:
-        result = import_bundle(store, data, source=bundle.name)
+        result = store_jobs.import_runs(bundle, db=db)
     added = ", ".join(map(str, result.added)) or "none"
     skipped = ", ".join(map(str, result.skipped))
     print(f"imported {len(result.added)} run(s) from {bundle} (run ids: {added})"

@@ -8,6 +8,8 @@ from pathlib import Path
 import typer
 
 from devicebench.cli import DB_HELP, app, is_stdout, say, user_errors, write_output
+from devicebench.cli.calls import calls
+from devicebench.jobs.report import report as report_job
 
 REPORT_HELP = """Report a stored run: the answer first (does this machine's accelerator speed
 training up, per workload, with the ratio), the environment and doctor's findings, step time
@@ -24,6 +26,7 @@ network: pip install 'devicebench[report]'); --md writes Markdown to paste into 
 
 @app.command("report", help=REPORT_HELP)
 @user_errors
+@calls(report_job, cli_only=("run_arg", "last", "html", "md", "json_out"))
 def report(
     run_arg: int | None = typer.Argument(None, min=1, metavar="RUN",
                                          help="Run id (devicebench history), as --run."),
@@ -42,8 +45,6 @@ def report(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
 ) -> None:
     from devicebench.errors import InputError
-    from devicebench.results.run_report import build_report
-    from devicebench.store import ResultStore
 
     if run_arg is not None and run is not None and run_arg != run:
         raise InputError(f"two run ids given: {run_arg} and --run {run}",
@@ -60,8 +61,7 @@ def report(
         from devicebench.report.charts import require_matplotlib
 
         require_matplotlib()
-    with ResultStore.open(db, read_only=True) as store:
-        rep = build_report(store, run, ops_run_id=ops_run)
+    rep = report_job(run, ops_run=ops_run, db=db)
     if json_out:
         print(json.dumps(rep.to_dict(), indent=2, default=str))
     if html is not None:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import typer
 
-from devicebench import api
 from devicebench.cli import DB_HELP, app, user_errors
+from devicebench.cli.calls import calls
 from devicebench.errors import SpecError
+from devicebench.jobs import default_of
+from devicebench.jobs.run import run as run_job
 from devicebench.schema import envelope
 from devicebench.validate import LIMITS
 
@@ -60,9 +62,14 @@ def _ints(value: str | None, name: str) -> list[int | None] | None:
 
 @app.command(help=RUN_HELP)
 @user_errors
+@calls(run_job, cli_only=("json_out",),
+       renamed={"backend": "backends", "device": "devices", "precision": "precisions",
+                "jit": "jits", "batch_size": "batch_sizes", "pipeline": "pipelines",
+                "memory_limit": "memory_limit_mib"})
 def run(
     workloads: list[str] = typer.Argument(
-        None, help="Built-in workload names (default: seed-rnn) or path/file.py:function."),
+        None, help="Built-in workload names (default: seed-rnn), path/file.py:function "
+        "or train.py."),
     backend: str | None = typer.Option(None, "--backend", help="tensorflow,jax,torch "
                                        "(default: every installed one)."),
     device: str | None = typer.Option(None, "--device", help="cpu, gpu:N, mps "
@@ -76,7 +83,8 @@ def run(
     pipeline: str | None = typer.Option(None, "--pipeline", help="arrays, tf.data."),
     threads: str | None = typer.Option(None, "--threads",
                                        help="Intra-op threads (default: all cores)."),
-    steps_per_execution: int = typer.Option(1, "--steps-per-execution",
+    steps_per_execution: int = typer.Option(default_of(run_job, "steps_per_execution"),
+                                            "--steps-per-execution",
                                             min=LIMITS["steps_per_execution"].lo,
                                             max=LIMITS["steps_per_execution"].hi),
     seed: int | None = typer.Option(None, "--seed", help="Data and weight seed.",
@@ -85,13 +93,14 @@ def run(
                                       max=LIMITS["rounds"].hi,
                                       help="Exactly N interleaved rounds (default: 5 to 30, "
                                            "until the CI is within ±3% or the budget ends)."),
-    budget: float = typer.Option(60.0, "--budget", min=LIMITS["budget"].lo,
+    budget: float = typer.Option(default_of(run_job, "budget"), "--budget", min=LIMITS["budget"].lo,
                                  help="Seconds of measuring per workload, after warm-up."),
-    equivalence_steps: int = typer.Option(50, "--equivalence-steps",
+    equivalence_steps: int = typer.Option(default_of(run_job, "equivalence_steps"),
+                                          "--equivalence-steps",
                                           min=LIMITS["equivalence_steps"].lo,
                                           max=LIMITS["equivalence_steps"].hi,
                                           help="Steps whose losses are compared."),
-    timeout: float = typer.Option(api.default_of(api.run, "timeout"), "--timeout",
+    timeout: float = typer.Option(default_of(run_job, "timeout"), "--timeout",
                                   min=LIMITS["timeout"].lo,
                                   help="Seconds allowed for a trial's setup or one block."),
     memory_limit: int | None = typer.Option(
@@ -104,17 +113,18 @@ def run(
                                 "(same spec, same machine) and show their stored results."),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
-    from devicebench.api import run as run_trials
+    from devicebench.cli.progress import progress
 
-    outcome = run_trials(
-        list(workloads or ["seed-rnn"]), backends=_split(backend, "backend"),
-        devices=_split(device, "device"), precisions=_split(precision, "precision"),
-        jits=_split(jit, "jit"),
-        batch_sizes=_ints(batch_size, "batch-size"), pipelines=_split(pipeline, "pipeline"),
-        threads=_ints(threads, "threads"), steps_per_execution=steps_per_execution,
-        seed=seed, rounds=rounds, budget=budget, equivalence_steps=equivalence_steps,
-        timeout=timeout, memory_limit_mib=memory_limit, resume=resume, db=db,
-        progress=None if json_out else _Progress, argv=sys.argv[1:])
+    with progress(not json_out) as on_progress:
+        outcome = run_job(
+            workloads or None, backends=_split(backend, "backend"),
+            devices=_split(device, "device"), precisions=_split(precision, "precision"),
+            jits=_split(jit, "jit"), batch_sizes=_ints(batch_size, "batch-size"),
+            pipelines=_split(pipeline, "pipeline"), threads=_ints(threads, "threads"),
+            steps_per_execution=steps_per_execution, seed=seed, rounds=rounds,
+            budget=budget, equivalence_steps=equivalence_steps, timeout=timeout,
+            memory_limit_mib=memory_limit, resume=resume, db=db, argv=sys.argv[1:],
+            on_progress=on_progress)
     if json_out:
         print(json.dumps(outcome.to_dict(), indent=2, default=str))
     else:
@@ -135,33 +145,6 @@ def run(
               f"({counts});"
               " the table above says why, and every result is stored", file=sys.stderr)
         raise typer.Exit(1)
-
-
-class _Progress:
-    """A rich progress bar over setup and rounds (stderr, so --json stays clean)."""
-
-    def __init__(self, n_trials: int, options) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True),
-                                 transient=True)
-        self.progress.start()
-        self.task = self.progress.add_task("starting", total=n_trials + options.max_rounds)
-
-    def event(self, kind: str, spec, info: dict) -> None:
-        if kind == "setup":
-            self.progress.update(self.task, description=f"setting up {spec.label} "
-                                 "(import, build, compile, warm-up)")
-        elif kind == "round":
-            self.progress.update(self.task, advance=1,
-                                 description=f"round {info['round']} (interleaved)")
-        elif kind == "done":
-            self.progress.update(self.task, advance=1)
-
-    def stop(self) -> None:
-        self.progress.stop()
 
 
 @app.command("workloads", help="List the built-in workloads with their parameters.")

@@ -17,7 +17,6 @@ from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.fleet.cluster import FleetNode, connect, failure_line, live_nodes, on_node
 from devicebench.fleet.node import probe_node
-from devicebench.store.fingerprint import machine_fingerprint
 
 
 @dataclass
@@ -33,6 +32,8 @@ class NodeReport:
 
     @property
     def fingerprint(self) -> str:
+        from devicebench.store.fingerprint import machine_fingerprint
+
         return machine_fingerprint(self.snapshot)[0] if self.snapshot is not None else ""
 
     @property
@@ -47,6 +48,19 @@ class NodeReport:
 
     def line(self, text: str) -> str:
         return f"node {self.name or self.node.short_id} [{self.node.short_id}]: {text}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.name, "node_id": self.node.node_id, "ip": self.node.ip,
+                "problem": self.problem,
+                "snapshot": self.snapshot.to_dict() if self.snapshot else None,
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+def fleet_doctor_document(reports: list[NodeReport]) -> dict[str, Any]:
+    """``fleet doctor --json``: every node, in the one envelope."""
+    from devicebench.schema import envelope
+
+    return envelope("fleet-doctor", {"nodes": [r.to_dict() for r in reports]})
 
 
 def _wait_all(ray, refs: dict[Any, Any], timeout: float) -> dict[Any, Any]:
@@ -186,6 +200,15 @@ class FleetAdvice:
             m.report.node.is_driver, m.summary, m.trials)
             for m in self.machines])
 
+    def to_dict(self) -> dict[str, Any]:
+        """``fleet advise --json``: the answer per machine, in the one envelope."""
+        from devicebench.schema import envelope
+
+        return envelope("fleet-advise", {
+            "fleet": self.fleet_id, "workload": self.workload, "elapsed_s": self.elapsed_s,
+            "interrupted": self.interrupted, "left_out": self.notes,
+            "machines": [a.to_dict() for a in self.answer()]})
+
 
 def _fleet_options(fleet_id: str, rep: NodeReport, status: str = "running",
                    reason: str = "") -> dict[str, Any]:
@@ -211,7 +234,7 @@ def _summary_as_sent(advice, shipped_as: str, workload: str) -> dict[str, Any]:
     return json.loads(text)
 
 
-def fleet_advise(workload: str, *, budget: float, baseline: str | None = None,
+def fleet_advise(workload: str, *, budget: float = 60.0, baseline: str | None = None,
                  epochs: int | None = None, allow_batch_change: bool = False,
                  nodes: list[str] | None = None, address: str | None = None,
                  db: Path | None = None, timeout: float | None = None,
@@ -354,10 +377,11 @@ class RecordedProfile:
     problem: str = ""
 
 
-def fleet_profile_record(workloads: list[str], out_dir: Path, *, max_rounds: int = 12,
+def fleet_profile_record(workloads: list[str] | None, out_dir: Path, *, max_rounds: int = 12,
                          nodes: list[str] | None = None, address: str | None = None,
                          timeout: float = 3600.0) -> tuple[list[RecordedProfile], list[str]]:
-    """``profile record`` on every distinct machine at once, each profile written to
+    """``profile record`` on every distinct machine at once (``workloads`` None: as
+    ``profile record``'s), each profile written to
     ``out_dir/<node name>.json``: one library the user can replay (``profile replay
     FILE``) and share. Returns the profiles and the lines for nodes left out.
 
@@ -365,8 +389,10 @@ def fleet_profile_record(workloads: list[str], out_dir: Path, *, max_rounds: int
         devicebench.errors.DevicebenchError: no Ray or cluster, an unknown workload or node.
     """
     from devicebench.fleet.node import record_on_node
+    from devicebench.jobs.profile import DEFAULT_WORKLOADS
     from devicebench.workloads import get_workload
 
+    workloads = list(DEFAULT_WORKLOADS if workloads is None else workloads)
     for w in workloads:
         get_workload(w)  # unknown names: one line, exit 2
     ray = connect(address)

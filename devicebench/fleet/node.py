@@ -59,9 +59,12 @@ PROGRESS = ("setup", "round")  # the engine's events worth sending to the user's
 
 def _advise(request: dict[str, Any], put) -> None:
     from devicebench.advisor.advice import parse_baseline
-    from devicebench.advisor.job import run_advice
     from devicebench.errors import InputError
+    from devicebench.jobs import default_of
+    from devicebench.jobs.advise import run_advice
+    from devicebench.jobs.advise_any import advise
     from devicebench.profiles.replay import replay_advise
+    from devicebench.progress import silent
 
     snap, prof, _ = node_identity()
     workload = request["workload"]
@@ -85,6 +88,8 @@ def _advise(request: dict[str, Any], put) -> None:
                                 allow_batch_change=request.get("allow_batch_change", False),
                                 db=Path(tmp) / "node.db", snapshot=snap,
                                 epochs=request.get("epochs"),
+                                equivalence_steps=default_of(advise, "equivalence_steps"),
+                                on_progress=silent,  # the events go to the user's machine
                                 on_result=lambda r: put(("trial", r)),
                                 on_event=lambda kind, spec, info: put(("event", (
                                     kind, spec.label if spec else "", info)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from devicebench.errors import InputError
 from devicebench.fleet.answer import MachineAnswer, MachineFacts, where_to_train
@@ -68,3 +69,9 @@ def load_fleet(store: ResultStore, fleet_id: str | None = None) -> StoredFleet:
                                      fleet.get("reason", ""),
                                      bool(fleet.get("user_machine")), advice, run.trials))
     return StoredFleet(fid, workload, run_ids, machines)
+
+
+def load_fleet_at(db: str | Path | None = None, fleet_id: str | None = None) -> StoredFleet:
+    """:func:`load_fleet` from the store at ``db`` (None: the default store)."""
+    with ResultStore.open(db) as store:
+        return load_fleet(store, fleet_id)

@@ -20,6 +20,7 @@ from devicebench.advisor.candidates import candidate_space, is_compute_heavy
 from devicebench.advisor.equivalence import loss_check
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.profiles.profile import MachineProfile, TrialRecord
+from devicebench.progress import OnProgress, Reporter
 from devicebench.trials.engine import RunOptions, TrialGroup, Worker
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -92,37 +93,23 @@ def sweep(specs: list[TrialSpec], *, budget_s: float = 120.0, equivalence_steps:
             "seconds": clock() - t0, "rounds": rounds}
 
 
-def progress_lines(workload: str, n: int, say: Callable[[str], None]
-                   ) -> Callable[[str, TrialSpec | None, dict[str, Any]], None]:
-    """A sweep's events as lines for a user waiting on it: each set-up (k of n) and each
-    interleaved round (of at most N)."""
-    done: list[TrialSpec] = []
-
-    def event(kind: str, spec: TrialSpec | None, info: dict[str, Any]) -> None:
-        if kind == "setup" and spec is not None:
-            done.append(spec)
-            say(f"{workload}: setting up {spec.label} ({len(done)} of {n})")
-        elif kind == "round":
-            say(f"{workload}: round {info.get('round')} of at most {info.get('max_rounds')}, "
-                f"{n} configurations interleaved")
-
-    return event
-
-
 def record_profile(name: str, label: str, snapshot: EnvSnapshot, workloads: list[str], *,
                    baseline_for: Callable[[str], TrialSpec], budget_s: float = 120.0,
                    equivalence_steps: int = 20, max_rounds: int = 12,
                    figures: dict[str, dict[str, Any]] | None = None,
-                   on_progress: Callable[[str], None] | None = None) -> MachineProfile:
+                   on_progress: OnProgress | None = None) -> MachineProfile:
     """An exhaustive sweep of each workload's candidate space on this machine, kept as a
-    profile (see :mod:`devicebench.profiles.profile`)."""
+    profile (see :mod:`devicebench.profiles.profile`). ``on_progress``: per workload,
+    each set-up (k of n) and interleaved round (of at most N), and a note with what the
+    sweep took (:mod:`devicebench.progress`)."""
     records: dict[str, list[TrialRecord]] = {}
     notes = []
     for w in workloads:
         specs = sweep_space(w, snapshot, baseline_for(w))
+        report = Reporter(f"profile record {w}", on_progress)
+        report.started(f"{len(specs)} configurations", total=len(specs))
         out = sweep(specs, budget_s=budget_s, equivalence_steps=equivalence_steps,
-                    max_rounds=max_rounds,
-                    on_event=progress_lines(w, len(specs), on_progress) if on_progress else None)
+                    max_rounds=max_rounds, on_event=report.trial_events(len(specs)))
         source = f"devicebench profile record ({time.strftime('%Y-%m-%d')})"
         cores = snapshot.host.cpu_cores_logical
         records[w] = [record_from_result(r, source, len(specs), cores)
@@ -130,7 +117,7 @@ def record_profile(name: str, label: str, snapshot: EnvSnapshot, workloads: list
         note = (f"{w}: {len(specs)} configurations, set-up {out['setup_s']:.0f} s, "
                 f"{out['rounds']} interleaved rounds, {out['seconds']:.0f} s in all")
         notes.append(note)
-        if on_progress:
-            on_progress(note)
+        report.note(note)
+        report.finished()
     return MachineProfile(name=name, label=label, snapshot=snapshot.to_dict(),
                           workloads=records, figures=dict(figures or {}), notes=notes)

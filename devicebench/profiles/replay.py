@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from devicebench.launch.worker import WorkerFailure
@@ -224,7 +225,7 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
         'jax/cpu'
     """
     from devicebench.advisor.advice import advise_workload, default_baseline
-    from devicebench.advisor.job import workload_facts
+    from devicebench.advisor.facts import workload_facts
     from devicebench.advisor.search import engine_group
 
     snapshot = profile.env_snapshot()
@@ -246,15 +247,16 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
     advice = advise_workload(
         workload, snapshot, baseline=baseline, budget_s=budget_s, epochs=epochs,
         equivalence_steps=equivalence_steps,
-        **workload_facts(workload),
+        facts=workload_facts(workload),
         device_figures=figures, baseline_reason=why,
         start_group=engine_group(start_worker=replay_launcher(profile, clock), clock=clock,
                                  on_result=on_result),
         clock=clock, cpu_rate=None)
     if any(r.result.processes > 1 for r in advice.rows):
-        advice.notes.append(
+        advice = replace(advice, notes=[
+            *advice.notes,
             f"replay: the {profile.name} profile holds one process's blocks per "
             "configuration; each extra process replayed those same recorded blocks (from "
             "another block on), so the spread across processes here is that one "
-            "process's, not a second process's")
+            "process's, not a second process's"])
     return advice, clock.now

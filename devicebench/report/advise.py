@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TypeVar
 
 from rich.console import Console
@@ -66,40 +65,3 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
         con.print("[bold]Apply it[/bold]:")
         for line in advice.code.splitlines():
             con.print(f"    {line}", markup=False, highlight=False)
-
-
-def with_spinner(label: str, show: bool, job: Callable[[Callable[..., None] | None], T]) -> T:
-    """``job(on_event)`` with an :class:`AdviseSpinner` on stderr fed by its events when
-    ``show`` (else ``on_event`` is None); the spinner stops however the job ends."""
-    bar = AdviseSpinner(label) if show else None
-    try:
-        return job(bar.event if bar else None)
-    finally:
-        if bar:
-            bar.stop()
-
-
-class AdviseSpinner:
-    """A one-line progress status on stderr while advise measures (``event`` is its
-    ``on_event``): it appears with the first trial, after the input was validated."""
-
-    def __init__(self, workload: str) -> None:
-        self.workload = workload
-        self.status = None
-
-    def event(self, kind: str, spec, info: dict) -> None:
-        if self.status is None:
-            from rich.console import Console
-            from rich.status import Status
-
-            self.status = Status(f"advise {self.workload}: starting",
-                                 console=Console(stderr=True))
-            self.status.start()
-        if kind == "setup":
-            self.status.update(f"advise {self.workload}: setting up {spec.label}")
-        elif kind == "round":
-            self.status.update(f"advise {self.workload}: round {info['round']}")
-
-    def stop(self) -> None:
-        if self.status is not None:
-            self.status.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -12,24 +11,9 @@ from devicebench.env.finding import SEVERITIES, Finding, sort_findings
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.fmt import fmt_bytes
 from devicebench.report.console import make_console
-from devicebench.schema import envelope
 from devicebench.script_check import ScriptReport
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def doctor_json(snapshot: EnvSnapshot, findings: list[Finding],
-                script: ScriptReport | None = None) -> dict[str, Any]:
-    """The ``--json`` document: counts, findings, the script read (if any), the snapshot."""
-    ordered = sort_findings(findings)
-    doc: dict[str, Any] = {
-        "summary": {s: sum(f.severity == s for f in ordered) for s in SEVERITIES},
-        "findings": [f.to_dict() for f in ordered],
-    }
-    if script is not None:
-        doc["script"] = script.to_dict()
-    doc["snapshot"] = snapshot.to_dict()
-    return envelope("doctor", doc)
 
 
 def script_line(script: ScriptReport) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from devicebench.advisor.script_job import ScriptAdvice
+from devicebench.jobs.advise_script import ScriptAdvice
 from devicebench.report.advise import render_advice
 from devicebench.report.console import make_console
 

@@ -82,14 +82,21 @@ def test_the_dispatch_probe_measures_and_stores_per_op_costs_once(tmp_path):
     """With no `ops` run stored, the main job measures the per-op costs its reasons
     use (a few seconds, real workers) and stores them where advise reads them."""
     from devicebench.advisor.figures import device_figures
-    from devicebench.advisor.job import ensure_dispatch_figures
     from devicebench.env.probe import probe_host_layer
+    from devicebench.jobs.advise import ensure_dispatch_figures
     from devicebench.store import ResultStore
     from devicebench.store.ops import latest_ops_run
 
     db, snap = tmp_path / "r.db", probe_host_layer()
-    line = ensure_dispatch_figures(db, snap, "jax")
+    events: list = []
+    line = ensure_dispatch_figures(db, snap, "jax", on_progress=events.append)
     assert line is not None and "jax on cpu" in line and "ops run #" in line
+    # It says what it measures, through the progress protocol: each worker, k of n.
+    assert [e.kind for e in events][0] == "started" and events[-1].kind == "finished"
+    workers = [e for e in events if e.kind == "progress"]  # the CPU, then any accelerator
+    assert [(e.job, e.done, e.total) for e in workers] == [
+        ("dispatch probe", i, len(workers)) for i in range(len(workers))]
+    assert workers[0].message.startswith("measuring jax/cpu")
     with ResultStore.open(db) as store:
         run_id, workers = latest_ops_run(store, store.add_machine(snap))
     f = device_figures(run_id, workers, "cpu")

@@ -107,18 +107,13 @@ def test_a_store_locked_at_commit_time_loses_nothing(tmp_path, monkeypatch):
     path = tmp_path / "locked.db"
     holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
 
-    class LockWhenMeasuringStarts:  # the progress seam: called after the run is started
-        def __init__(self, n, options):
+    def lock_when_measuring_starts(event):  # the progress seam: after the run is started
+        if event.kind == "started":
             holder.execute("BEGIN EXCLUSIVE")
 
-        def event(self, kind, spec, info):
-            pass
-
-        def stop(self):
-            pass
-
     outcome = devicebench.run(["mlp"], backends=["jax"], rounds=1, budget=5,
-                              equivalence_steps=2, db=path, progress=LockWhenMeasuringStarts)
+                              equivalence_steps=2, db=path,
+                              on_progress=lock_when_measuring_starts)
     assert [r.result.status for r in outcome.rows] == ["ok"]  # measured and returned
     assert outcome.store_problems and "locked.db.pending.jsonl" in outcome.store_problems[0]
     holder.execute("ROLLBACK")

@@ -10,8 +10,10 @@ import pytest
 from devicebench.advisor.advice import advise_workload, parse_baseline
 from devicebench.advisor.budget import SearchBudget
 from devicebench.advisor.candidates import candidate_space
-from devicebench.advisor.explain import Evidence, explain, snippet
+from devicebench.advisor.explain import Evidence, explain
+from devicebench.advisor.facts import WorkloadFacts
 from devicebench.advisor.search import search
+from devicebench.advisor.snippet import snippet
 from devicebench.env.snapshot import EnvSnapshot, HostInfo
 from devicebench.errors import SpecError
 from devicebench.trials.engine import RunOptions
@@ -233,8 +235,8 @@ def _snap() -> EnvSnapshot:
 def test_advise_recommends_the_significantly_faster_safe_candidate():
     fake = FakeGroup()
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             workload_tags=("recurrent",), start_group=fake.start,
-                             clock=fake.clock)
+                             equivalence_steps=50, facts=WorkloadFacts(tags=("recurrent",)),
+                             start_group=fake.start, clock=fake.clock)
     assert advice.recommended == BASE.with_(backend="jax")
     assert advice.to_dict()["speedup_vs_baseline"]["value"] == pytest.approx(0.007 / 0.0004)
     assert "KERAS_BACKEND" in advice.code and '"jax"' in advice.code
@@ -254,7 +256,7 @@ def test_advise_keeps_the_baseline_when_nothing_is_faster():
     slow = {s: (0.007 if s == BASE else 0.02) for s in STEPS}
     fake = FakeGroup(slow)
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             start_group=fake.start, clock=fake.clock)
+                             equivalence_steps=50, start_group=fake.start, clock=fake.clock)
     assert advice.recommended is None
     assert advice.verdict.startswith("keep")
     assert advice.code == ""
@@ -273,7 +275,7 @@ def test_math_changing_candidate_needs_loss_equivalence():
     assert "changes the math (batch_size)" in outcomes[bigger].rejected
     fake = FakeGroup(steps, verdicts=verdicts)
     advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
-                             start_group=fake.start, clock=fake.clock)
+                             equivalence_steps=50, start_group=fake.start, clock=fake.clock)
     assert advice.recommended == bf16
     assert "changes the math: precision" in advice.verdict
 
@@ -429,7 +431,7 @@ def test_dispatch_reason_multiplies_ops_per_step_by_the_measured_per_op_cost():
 
 def test_advise_cites_the_ops_rate_or_says_how_to_get_it():
     fake = FakeGroup()
-    kw = dict(baseline=BASE, budget_s=120, clock=fake.clock)
+    kw = dict(baseline=BASE, budget_s=120, equivalence_steps=50, clock=fake.clock)
     with_ops = advise_workload("seed-rnn", _snap(), figures=_figures(),
                                start_group=fake.start, **kw)
     (text,) = [r.text for r in with_ops.reasons if r.id == "overhead-bound"]

@@ -273,7 +273,7 @@ def test_a_snapshot_that_describes_no_machine_is_refused(patch, needle):
 def test_an_ops_sweep_whose_every_point_failed_exits_1(monkeypatch):
     from typer.testing import CliRunner
 
-    import devicebench.api
+    import devicebench.cli.ops
     from devicebench.api import OpsOutcome
     from devicebench.cli import app
     from devicebench.ops.analysis import analyse
@@ -286,7 +286,7 @@ def test_an_ops_sweep_whose_every_point_failed_exits_1(monkeypatch):
     def fake_ops(**kwargs):  # the launcher seam: a worker ran, every point failed
         return OpsOutcome(1, {}, [worker], analyse([worker]))
 
-    monkeypatch.setattr(devicebench.api, "ops", fake_ops)
+    monkeypatch.setattr(devicebench.cli.ops, "ops_job", fake_ops)
     res = CliRunner().invoke(app, ["ops", "--json"])
     assert res.exit_code == 1, res.output
     assert "no op was measured (1 of 2 points failed" in res.output

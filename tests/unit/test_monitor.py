@@ -235,8 +235,9 @@ def test_monitor_cli_parent_imports_no_framework(tmp_path: Path) -> None:
                      "print('sitecustomize' in sys.modules)\n")
     code = (
         "import sys\n"
-        "from devicebench.cli.monitor import run_monitored\n"
-        f"rc = run_monitored([sys.executable, {str(child)!r}], csv=None, store=False)\n"
+        "from devicebench.jobs.monitor import run_monitored\n"
+        f"rc = run_monitored([sys.executable, {str(child)!r}], csv=None, store=False)"
+        ".exit_code\n"
         "bad = [m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules]\n"
         "print('FRAMEWORKS', bad, rc)\n"
     )

@@ -14,7 +14,7 @@ import devicebench
 # Modules that run inside a worker or the user's own training process, where the
 # framework is the point.
 WORKER_SIDE = ("devicebench.backends.", "devicebench.ops.kernels.", "devicebench.monitor.",
-               "devicebench.trials.worker", "devicebench.ops.worker",
+               "devicebench.trials.worker", "devicebench.trials.session", "devicebench.ops.worker",
                "devicebench.workloads.check_worker", "devicebench.backends",
                "devicebench.monitor", "devicebench.keras")
 

@@ -221,16 +221,20 @@ def test_profile_replay_command_answers_and_refuses_bad_input():
 
 def test_profile_record_says_what_it_is_doing():
     """Issue 26: `profile record` printed nothing for 84 s. The sweep reports each set-up
-    (k of n) and each round; replayed here on the H200 profile's seed-rnn records."""
-    from devicebench.profiles.record import progress_lines, sweep
+    (k of n) and each round through the progress protocol; replayed here on the H200
+    profile's seed-rnn records."""
+    from devicebench.profiles.record import sweep
+    from devicebench.progress import Reporter
 
     profile = load_profile("h200")
     specs = [r.spec for r in profile.workloads["seed-rnn"]][:3]
     clock = VirtualClock()
-    lines: list[str] = []
+    events: list = []
     sweep(specs, max_rounds=3, start_worker=replay_launcher(profile, clock), clock=clock,
-          on_event=progress_lines("seed-rnn", len(specs), lines.append))
-    setups = [x for x in lines if "setting up" in x]
-    assert setups == [f"seed-rnn: setting up {s.label} ({i} of 3)"
-                      for i, s in enumerate(specs, 1)]
-    assert any(x.startswith("seed-rnn: round 3 of at most 3") for x in lines)
+          on_event=Reporter("seed-rnn", events.append).trial_events(len(specs)))
+    setups = [e for e in events if "setting up" in e.message]
+    assert [(e.message.split(": import")[0], e.done, e.total) for e in setups] == [
+        (f"setting up {s.label}", i, 3) for i, s in enumerate(specs, 1)]
+    rounds = [e for e in events if e.message == "interleaved round"]
+    assert [(e.done, e.total) for e in rounds][-1] == (3, 3)
+    assert rounds[-1].line() == "seed-rnn: interleaved round (3 of 3)"

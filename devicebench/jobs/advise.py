@@ -1,48 +1,39 @@
 """``advise`` as a job on this machine: validate the input, probe the host, search and
-compare, store the trials and the advice. The CLI (``devicebench advise``, the main job)
-and the Python API (:func:`devicebench.advise`) both call :func:`run_advice`."""
+compare, store the trials and the advice (:func:`run_advice`, on a workload reference),
+and the dispatch probe the main job runs once per machine. The entry point with the
+defaults is :func:`devicebench.jobs.advise_any.advise`."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from devicebench.advisor.advice import (
-    AdviceResult,
-    advise_workload,
-    default_baseline,
-    parse_baseline,
-)
+from devicebench.progress import OnProgress, Reporter
 
-
-def workload_facts(workload: str) -> dict[str, Any]:
-    """What :func:`advise_workload` knows of a built-in workload (its batch size, tags,
-    analytic FLOPs per step, the epochs its script trains, a recurrent loop's length);
-    for a captured script, what its capture recorded; nothing for other user workloads."""
-    from devicebench.workloads import BUILTIN_WORKLOADS
-    from devicebench.workloads.script import capture_facts
-
-    w = BUILTIN_WORKLOADS.get(workload)
-    if w is None:
-        return capture_facts(workload)  # a captured script's, else nothing
-    return {"workload_batch_size": w.batch_size, "workload_tags": w.tags,
-            "workload_flops_per_step": w.flops_per_step(), "workload_epochs": w.epochs,
-            "workload_timesteps": w.params.get("timesteps")}
+if TYPE_CHECKING:
+    from devicebench.advisor.advice import AdviceResult
 
 
 def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batch_change: bool,
-               db: Path | None, snapshot=None, equivalence_steps: int = 50,
-               epochs: int | None = None, on_event=None, on_result=None) -> AdviceResult:
-    """Validate, advise on this machine, store: what ``devicebench advise``, the main job
-    and :func:`devicebench.advise` do. ``on_event(kind, spec, info)`` reports progress;
-    ``on_result(result)`` sees each trial once it is stored (``fleet advise`` streams
-    them to the user's machine).
+               db: Path | None, equivalence_steps: int, snapshot=None,
+               epochs: int | None = None, shown_as: str | None = None,
+               on_progress: OnProgress | None = None, on_event=None,
+               on_result=None) -> AdviceResult:
+    """Validate, advise on this machine, store: what
+    :func:`devicebench.jobs.advise_any.advise` does on a workload reference (its
+    defaults are that job's). ``on_progress`` gets the progress events (as
+    ``shown_as``, default the reference); ``on_event(kind, spec, info)`` the engine's
+    own; ``on_result(result)`` sees each trial once it is stored (``fleet advise``
+    streams both to the user's machine).
 
     Raises:
         devicebench.errors.DevicebenchError: bad input (an unknown workload, a baseline
             this machine cannot run, a user workload that does not load or fit).
     """
+    from devicebench.advisor.advice import advise_workload, default_baseline, parse_baseline
+    from devicebench.advisor.facts import workload_facts
     from devicebench.advisor.figures import device_figures
     from devicebench.advisor.floor import refuse_short_budget
     from devicebench.env.probe import probe_host_layer
@@ -83,22 +74,37 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
         found = latest_ops_run(rec.store, rec.machine_id)
         every = {d: f for d in {w.device for w in found[1]}
                  if (f := device_figures(*found, d))} if found else {}
+        report = Reporter(f"advise {shown_as or workload}", on_progress, budget_s=budget)
+        trial_event = report.trial_events()
+
+        def event(kind: str, spec: Any, info: dict[str, Any]) -> None:
+            if not started:
+                started.append(True)
+                report.started()
+            trial_event(kind, spec, info)
+            if on_event is not None:
+                on_event(kind, spec, info)
+
+        started: list[bool] = []
         advice = advise_workload(
             workload, snapshot, baseline=spec, budget_s=budget,
             allow_batch_change=allow_batch_change, equivalence_steps=equivalence_steps,
-            **workload_facts(workload), epochs=epochs, figures=every.get(spec.device),
+            facts=workload_facts(workload), epochs=epochs, figures=every.get(spec.device),
             device_figures=every, baseline_reason=why,
             on_result=lambda r: (rec.keep_trial(r), on_result(r) if on_result else None),
-            on_event=on_event)
+            on_event=event)
+        report.finished()
         load_after = read_load()
         # Stability findings of the final's trials and the machine's load around them.
-        advice.stability = stability_findings([r.result for r in advice.rows], load_before,
-                                              load_after)
-        advice.notes.extend(finding_line(f) for f in advice.stability)
-        advice.load = {"before": load_before and load_before.to_dict(),
-                       "after": load_after and load_after.to_dict()}
+        stability = stability_findings([r.result for r in advice.rows], load_before,
+                                       load_after)
+        advice = replace(advice, stability=stability,
+                         notes=[*advice.notes, *(finding_line(f) for f in stability)],
+                         load={"before": load_before and load_before.to_dict(),
+                               "after": load_after and load_after.to_dict()})
         rec.summary = advice.to_dict()
-    advice.notes.extend(rec.problems)  # results the store would not take: kept aside
+    if rec.problems:  # results the store would not take: kept aside
+        advice = replace(advice, notes=[*advice.notes, *rec.problems])
     return advice
 
 
@@ -113,12 +119,14 @@ DISPATCH_PROBE_SETTINGS: dict[str, Any] = {
 
 
 def ensure_dispatch_figures(db: Path | None, snapshot, backend: str,
-                            timeout: float = 120.0) -> str | None:
+                            timeout: float = 120.0,
+                            on_progress: OnProgress | None = None) -> str | None:
     """When no ``devicebench ops`` run is stored for this machine, measure the per-op
     dispatch cost of ``backend`` on the CPU and the accelerator (one worker each, a few
     seconds) and store it as an ``ops`` run, which ``advise`` then reads like any other
     (and later runs reuse). Returns a line saying what was measured, or None when
-    figures were already stored or nothing could be measured."""
+    figures were already stored or nothing could be measured. ``on_progress``: each
+    worker (k of n) as it starts (:mod:`devicebench.progress`)."""
     import time
 
     from devicebench.ops.runner import plan_ops, run_ops
@@ -136,8 +144,14 @@ def ensure_dispatch_figures(db: Path | None, snapshot, backend: str,
     t0 = time.monotonic()
     with recorded_run(db, snapshot, "ops", {"argv": ["(dispatch probe)"],
                                             **DISPATCH_PROBE_SETTINGS}) as rec:
+        report = Reporter("dispatch probe", on_progress)
+        report.started(f"the per-op dispatch cost of {backend}", total=len(plan.configs))
         results = run_ops(plan, timeout=timeout,
+                          on_start=lambda config, i, n: report.progress(
+                              f"measuring {config.label}: multiply and matmul, one call "
+                              "and 64 chained", done=i, total=n),
                           on_result=lambda r: add_ops_result(rec.store, rec.run_id, r))
+        report.finished()
         run_id = rec.run_id
     ok = [r for r in results if r.status == "ok"]
     if not ok:

@@ -17,7 +17,7 @@ from devicebench.workloads.script import SETUP_TIMEOUT_S, ScriptCapture, capture
 JIT_OF = {"True": "on", "False": "off"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScriptAdvice:
     """The capture, the advice on it and the patch to the script.
 
@@ -69,31 +69,33 @@ def script_baseline(capture: ScriptCapture) -> tuple[str, str]:
     return ",".join(parts), "your script as written (" + ", ".join(said) + ")"
 
 
-def _named(advice: AdviceResult, ref: str, script: str) -> None:
-    """Show the script's name where the trials carry the capture's reference."""
+def _named(advice: AdviceResult, ref: str, script: str) -> AdviceResult:
+    """The advice with the script's name where the trials carry the capture's
+    reference."""
     def spec(s: Any) -> Any:
         return s.with_(workload=script) if s is not None and s.workload == ref else s
 
-    advice.workload = script
-    advice.baseline, advice.recommended = spec(advice.baseline), spec(advice.recommended)
-    advice.rows = [replace(r, result=replace(r.result, spec=spec(r.result.spec)))
-                   for r in advice.rows]
-    for o in advice.outcomes:
-        o.spec = spec(o.spec)
-    advice.notes = [n.replace(ref, script) for n in advice.notes]
-    advice.verdict = advice.verdict.replace(ref, script)
-    if advice.headline is not None:
-        advice.headline = replace(advice.headline,
-                                  text=advice.headline.text.replace(ref, script))
+    return replace(
+        advice, workload=script, baseline=spec(advice.baseline),
+        recommended=spec(advice.recommended),
+        rows=[replace(r, result=replace(r.result, spec=spec(r.result.spec)))
+              for r in advice.rows],
+        outcomes=[replace(o, spec=spec(o.spec)) for o in advice.outcomes],
+        notes=[n.replace(ref, script) for n in advice.notes],
+        verdict=advice.verdict.replace(ref, script),
+        headline=replace(advice.headline, text=advice.headline.text.replace(ref, script))
+        if advice.headline is not None else None)
 
 
 def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
-                  baseline: str | None = None, budget: float = 120.0,
-                  allow_batch_change: bool = False, db: Path | None = None,
-                  epochs: int | None = None, snapshot: Any = None,
-                  equivalence_steps: int = 50, setup_timeout: float = SETUP_TIMEOUT_S,
-                  on_event: Any = None, on_capture: Any = None) -> ScriptAdvice:
-    """Advise on the model ``script`` trains (see the module docstring).
+                  baseline: str | None, budget: float, allow_batch_change: bool,
+                  db: Path | None, epochs: int | None, equivalence_steps: int,
+                  snapshot: Any = None, setup_timeout: float = SETUP_TIMEOUT_S,
+                  on_progress: Any = None, on_capture: Any = None) -> Any:
+    """Advise on the model ``script`` trains with the script's own settings as the
+    baseline, and write the change as a patch to the script
+    (:class:`ScriptAdvice`): what :func:`devicebench.jobs.advise_any.advise` does
+    given a script (its defaults are that job's).
 
     ``on_capture(capture)`` is called once the fit() is captured (or found cached).
 
@@ -102,11 +104,14 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
             see :func:`devicebench.workloads.script.capture_script`; bad advise input.
 
     Example:
-        >>> sa = advise_script("train.py", ["--epochs", "3"], budget=60)  # doctest: +SKIP
+        >>> sa = devicebench.advise("train.py", script_args=["--epochs", "3"])  # doctest: +SKIP
         >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)
     """
-    from devicebench.advisor.job import run_advice
+    from devicebench.jobs.advise import run_advice
+    from devicebench.progress import Reporter
 
+    Reporter(f"advise {script}", on_progress).progress(
+        "running the script up to its first fit() (or reading its cached capture)")
     capture = capture_script(script, list(args), timeout=setup_timeout)
     if on_capture is not None:
         on_capture(capture)
@@ -114,21 +119,23 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
     advice = run_advice(capture.ref, baseline=baseline or written, budget=budget,
                         allow_batch_change=allow_batch_change, db=db, snapshot=snapshot,
                         equivalence_steps=equivalence_steps,
-                        epochs=epochs or int(capture.info["epochs"]), on_event=on_event)
-    _named(advice, capture.ref, script)
-    if baseline is None:
-        advice.baseline_reason = f"{why}, on {advice.baseline.device}"
-    advice.verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
-    result = ScriptAdvice(capture, advice, snippet=advice.code, pipeline=pipeline_figures(
-        capture.info, advice.baseline_row, advice.recommended_row))
-    if result.pipeline and result.pipeline.get("verdict_note"):
-        advice.verdict += f"; {result.pipeline['verdict_note']}"
+                        epochs=epochs or int(capture.info["epochs"]), shown_as=script,
+                        on_progress=on_progress)
+    advice = _named(advice, capture.ref, script)
+    pipeline = pipeline_figures(capture.info, advice.baseline_row, advice.recommended_row)
+    verdict = f"for the fit() at {capture.fit_site}: {advice.verdict}"
+    if pipeline and pipeline.get("verdict_note"):
+        verdict += f"; {pipeline['verdict_note']}"
+    advice = replace(advice, verdict=verdict,
+                     baseline_reason=f"{why}, on {advice.baseline.device}"
+                     if baseline is None else advice.baseline_reason)
+    snippet, patch = advice.code, None
     if advice.recommended is not None:
         source = Path(script).read_text(encoding="utf-8")
         site = capture.info.get("compile_site") or {}
         fit = capture.info.get("fit_site") or {}
-        result.patch = script_patch(script, source, advice.baseline, advice.recommended,
-                                    compile_line=site.get("line"), fit_line=fit.get("line"))
-        if result.patch.diff and not result.patch.not_patched:
-            advice.code = ""  # the patch is the change to make
-    return result
+        patch = script_patch(script, source, advice.baseline, advice.recommended,
+                             compile_line=site.get("line"), fit_line=fit.get("line"))
+        if patch.diff and not patch.not_patched:
+            advice = replace(advice, code="")  # the patch is the change to make
+    return ScriptAdvice(capture, advice, patch, snippet, pipeline=pipeline)
