@@ -9,10 +9,12 @@ from __future__ import annotations
 import ast
 
 from devicebench.script_check.ast_tools import (
+    COMPREHENSIONS,
     LOOPS,
     blocks,
     keras_rel,
     last_name,
+    loop_body,
     skip_in_step,
     target_names,
     walk,
@@ -28,7 +30,12 @@ _KIND = {"jax": "jax.jit", "tf": "tf.function", "torch": "torch.compile"}
 
 
 def _loops(ctx: Context) -> list[ast.AST]:
-    return [n for n in ast.walk(ctx.tree) if isinstance(n, LOOPS) and not ctx.is_compiled_scope(n)]
+    """Loops outside compiled code, and comprehensions whose element calls a function of
+    this file (``[get_timings(d) for d in dims]`` runs it once per item)."""
+    return [n for n in ast.walk(ctx.tree) if (isinstance(n, LOOPS) or isinstance(
+        n, COMPREHENSIONS) and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                                   and c.func.id in ctx.funcs for b in loop_body(n)
+                                   for c in ast.walk(b))) and not ctx.is_compiled_scope(n)]
 
 
 def compiled_in_callees(ctx: Context) -> None:
@@ -37,7 +44,7 @@ def compiled_in_callees(ctx: Context) -> None:
     body, so every call of it makes (and traces) a new compiled function."""
     done: set[int] = set()
     for loop in _loops(ctx):
-        for call, fn in callees(ctx, list(loop.body)):
+        for call, fn in callees(ctx, loop_body(loop)):
             defs = [d for d in ast.walk(fn) if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)
                     and d is not fn and ctx.enclosing(d, (ast.FunctionDef,
                                                           ast.AsyncFunctionDef)) is fn]
@@ -82,7 +89,7 @@ def host_copies(ctx: Context) -> None:
     if not ctx.uses("torch"):
         return
     for loop in _loops(ctx):
-        roots = list(loop.body)
+        roots = loop_body(loop)
         # (host-made tensors in the loop's own body are usually its input data: only those
         # made inside the functions it runs -- model and helper code -- are flagged)
         bodies = [(call, list(walk(fn.body, skip_in_step))) for call, fn in callees(ctx, roots)]
@@ -123,7 +130,7 @@ def unjitted_jax_callee(ctx: Context) -> None:
     inside = {c.func.id for fn in ctx.funcs.values() if fn.name in ctx.compiled
               for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
     for loop in _loops(ctx):
-        for n in walk(list(loop.body)):
+        for n in walk(loop_body(loop)):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
                 continue
             fn = ctx.funcs.get(n.func.id)
@@ -230,9 +237,9 @@ def fsdp2_accumulation(ctx: Context) -> None:
         isinstance(c, ast.Call) and last_name(c) == "isinstance" and len(c.args) == 2
         and "fsdp" not in ast.unparse(c.args[1]).lower() for c in ast.walk(fn))}
     for loop in _loops(ctx):
-        backward = next((n for n in walk(list(loop.body)) if isinstance(n, ast.Call)
+        backward = next((n for n in walk(loop_body(loop)) if isinstance(n, ast.Call)
                          and last_name(n) == "backward"), None)
-        steps = [n for n in walk(list(loop.body)) if isinstance(n, ast.Call)
+        steps = [n for n in walk(loop_body(loop)) if isinstance(n, ast.Call)
                  and last_name(n) == "step" and isinstance(n.func, ast.Attribute) and not n.args]
         if backward is None or not steps or not all(
                 ctx.enclosing(st, (ast.If,)) is not None for st in steps):
@@ -269,11 +276,11 @@ def model_built_in_loop(ctx: Context) -> None:
     if not (ctx.uses("tensorflow") or ctx.uses("keras")):
         return
     for loop in _loops(ctx):
-        built = {name for s in walk(list(loop.body)) if isinstance(s, ast.Assign)
+        built = {name for s in walk(loop_body(loop)) if isinstance(s, ast.Assign)
                  and isinstance(s.value, ast.Call) and (keras_rel(ctx.resolve(
                      s.value.func)) or "").startswith(("Sequential", "Model", "models."))
                  for t in s.targets for name in target_names(t)}
-        uses = [c for c in walk(list(loop.body)) if isinstance(c, ast.Call) and isinstance(
+        uses = [c for c in walk(loop_body(loop)) if isinstance(c, ast.Call) and isinstance(
             c.func, ast.Attribute) and c.func.attr in ("predict", "evaluate")
                 and isinstance(c.func.value, ast.Name) and c.func.value.id in built]
         for c in uses[:1]:
