@@ -202,7 +202,7 @@ def cuda_amp_without_cuda(ctx: Context) -> None:
     script whose device is chosen among MPS and the CPU only: on those devices both are
     silent no-ops, so mixed precision and loss scaling are off (Stability-AI/stable-audio-3#68)."""
     choices = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.IfExp) and "mps" in (
-        ast.unparse(n).lower())]
+        ast.unparse(n).lower())] or _mps_only_devices(ctx)
     if not choices or any("cuda" in ast.unparse(n).lower() for n in choices):
         return
     for c in ctx.calls():
@@ -212,12 +212,36 @@ def cuda_amp_without_cuda(ctx: Context) -> None:
             continue
         dev = c.args[0] if c.args else next((k.value for k in c.keywords
                                              if k.arg == "device_type"), None)
+        if _under_cuda_test(ctx, c):
+            continue  # `if device.type == "cuda": return torch.autocast("cuda")`
         if q.startswith("torch.cuda.amp.") or isinstance(dev, ast.Constant) and dev.value == "cuda":
             ctx.add("script.cuda-only-call", "warning", c,
                     f"the device is chosen by `{ast.unparse(choices[0])[:50]}`: never CUDA",
                     call=q, backend="CUDA", kind="mps",
                     reason="for CUDA, on a script that runs on MPS or the CPU, it does nothing: "
                            "mixed precision and loss scaling are silently off")
+
+
+def _under_cuda_test(ctx: Context, node: ast.AST) -> bool:
+    child, cur = node, ctx.parents.get(node)
+    while cur is not None:
+        if isinstance(cur, ast.If) and child in cur.body and "cuda" in ast.unparse(cur.test):
+            return True
+        child, cur = cur, ctx.parents.get(cur)
+    return False
+
+
+def _mps_only_devices(ctx: Context) -> list[ast.expr]:
+    """Values of a device variable that is only ever set to MPS (``device = "mps"``,
+    ``torch.device("mps")``), in a script that names no CUDA device string."""
+    def mps(v: ast.expr) -> bool:
+        if isinstance(v, ast.Call) and ctx.resolve(v.func) == "torch.device" and v.args:
+            v = v.args[0]
+        return isinstance(v, ast.Constant) and v.value == "mps"
+    if any(isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.startswith(
+            "cuda:") for c in ast.walk(ctx.tree)):
+        return []
+    return [vs[0] for vs in ctx.assigns.values() if vs and all(mps(v) for v in vs)]
 
 
 _FSDP2_DEFER = ("set_requires_gradient_sync", "set_requires_all_reduce", "set_is_last_backward",

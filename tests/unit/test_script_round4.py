@@ -146,3 +146,144 @@ def test_dataloader_without_pin_memory_is_reported_at_its_line() -> None:
     assert ids_at(cpu, "script.dataloader-no-pin-memory") == []
     not_copied = PIN.replace('x = batch["latents"].to(device)', 'x = batch["latents"]')
     assert ids_at(not_copied, "script.dataloader-no-pin-memory") == []
+
+
+def test_single_row_slice_is_one_sample() -> None:
+    source = """\
+        import numpy as np
+        import tensorflow as tf
+
+        model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+        while not done:
+            a = np.argmax(model.predict(np.identity(5)[s:s + 1]))
+            s, done = env.step(a)
+    """
+    assert ids_at(source, "script.keras-call-per-sample", "warning") == [6]
+    rows = source.replace("[s:s + 1]", "[s:s + 64]")
+    assert ids_at(rows, "script.keras-call-per-sample", "warning") == []
+
+
+def test_a_part_of_a_per_iteration_value_is_per_iteration() -> None:
+    source = """\
+        import tensorflow as tf
+
+        model = tf.keras.models.load_model("m.h5")
+        for i in range(len(gen)):
+            local = gen[i]
+            out = model.predict(local[0])
+    """
+    assert ids_at(source, "script.keras-call-per-sample", "info") == [6]
+    once = source.replace("local = gen[i]", "pass").replace(
+        "out = model.predict(local[0])", "out = model.predict(data[0])")
+    assert ids_at(once, "script.keras-call-per-sample") == []  # the same data each time
+
+
+def test_cuda_guard_by_short_circuit_and() -> None:
+    source = """\
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    """
+    assert ids_at(source, "script.cuda-only-call") == []
+    unguarded = source.replace("torch.cuda.is_available() and torch", "torch")
+    assert ids_at(unguarded, "script.cuda-only-call") == [3]
+
+
+def test_string_test_on_the_device_name_sends_mps_to_the_cpu() -> None:
+    source = """\
+        import torch
+        device = "mps"
+        device_type = "cuda" if "cuda" in device else "cpu"
+    """
+    assert ids_at(source, "script.device-choice-no-mps") == [3]
+    fixed = source.replace('"cuda" if "cuda" in device else "cpu"',
+                           '"cuda" if "cuda" in device else "mps" if "mps" in device else "cpu"')
+    assert ids_at(fixed, "script.device-choice-no-mps") == []
+
+
+def test_cuda_amp_on_a_device_only_ever_mps() -> None:
+    source = """\
+        import torch
+        from torch.cuda.amp import GradScaler
+        device = "mps"
+        model = Net().to(device)
+        scaler = GradScaler(enabled=True)
+    """
+    assert ids_at(source, "script.cuda-only-call") == [5]
+    assert ids_at(source.replace('device = "mps"', 'device = "cuda:0"'),
+                  "script.cuda-only-call") == []
+    guarded = source.replace("scaler = GradScaler(enabled=True)",
+                             "if device == 'cuda': scaler = GradScaler(enabled=True)")
+    assert ids_at(guarded, "script.cuda-only-call") == []
+
+
+def test_registered_buffer_tested_in_python_syncs() -> None:
+    source = """\
+        import torch
+        import torch.nn as nn
+
+        class Meter(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("num_batch", torch.tensor(0))
+                self.limit = 10
+
+            def update(self):
+                self.num_batch += 1
+                if self.num_batch <= self.limit:
+                    return 1
+                return 2
+
+        meter = Meter().to("cuda")
+        for x in loader:
+            model(x).sum().backward()
+            opt.step()
+            meter.update()
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [12]
+    plain = source.replace('self.register_buffer("num_batch", torch.tensor(0))',
+                           "self.num_batch = 0")
+    assert ids_at(plain, "script.sync-in-step-loop") == []
+
+
+def test_host_round_trip_in_a_loop() -> None:
+    source = """\
+        import torch
+
+        device = torch.device("cuda")
+        for _ in range(256):
+            probas = torch.softmax(model(ids)[:, -1], dim=-1)
+            nxt = torch.multinomial(probas.cpu(), num_samples=1).to(device)
+            ids = torch.cat([ids, nxt], dim=1)
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [6]
+    on_device = source.replace("probas.cpu()", "probas").replace(".to(device)", "")
+    assert ids_at(on_device, "script.sync-in-step-loop") == []
+
+
+def test_empty_cache_in_the_training_loop() -> None:
+    source = """\
+        import torch
+
+        def training_step(model, batch):
+            loss = model(batch).sum()
+            torch.cuda.empty_cache()
+            loss.backward()
+
+        for step, batch in enumerate(loader):
+            training_step(model, batch)
+            optimizer.step()
+            if step % 500 == 0:
+                torch.cuda.empty_cache()
+    """
+    assert ids_at(source, "script.empty-cache-in-loop", "warning") == [5]
+    assert ids_at(source, "script.empty-cache-in-loop", "info") == [12]  # every 500 steps
+    after = """\
+        import torch
+
+        for step, batch in enumerate(loader):
+            model(batch).sum().backward()
+            optimizer.step()
+        torch.cuda.empty_cache()
+    """
+    assert ids_at(after, "script.empty-cache-in-loop") == []
