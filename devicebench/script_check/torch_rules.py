@@ -304,3 +304,49 @@ def dataloader_no_pin_memory(ctx: Context) -> None:
             ctx.add("script.dataloader-no-pin-memory", "info", c,
                     f"no `pin_memory=True`; the loop at {ctx.line(loop.lineno)} copies its "
                     f"batches with `{ast.unparse(copy)[:50]}`", copy=ctx.line(copy.lineno))
+
+
+def _autocast_call(ctx: Context, node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Call) and last_name(node) == "autocast" and ctx.resolve(
+        node.func).startswith("torch.")
+
+
+def _null_context(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Call) and last_name(node) == "nullcontext"
+
+
+@rule("script.amp-off-on-mps",
+      "autocast only on CUDA: on the Mac's GPU the model runs in float32",
+      "the script also runs on Apple's MPS device, but mixed precision is switched on only "
+      "when the device is CUDA and every other device gets `nullcontext()`; `torch.autocast` "
+      "supports MPS (float16, bfloat16 on recent macOS), so the MPS GPU does float32 work it "
+      "need not (nagadomi/nunif#643; karpathy/nanoGPT#698)",
+      "use `torch.autocast(device_type=device.type, dtype=...)` for every GPU type (`cuda`, "
+      "`mps`) and keep `nullcontext()` for the CPU only")
+def amp_off_on_mps(ctx: Context) -> None:
+    if not ctx.uses("torch") or "mps" not in ast.unparse(ctx.tree).lower():
+        return
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.IfExp) and _cuda_only_test(n.test) and (
+                _autocast_call(ctx, n.body) and _null_context(n.orelse)
+                or _autocast_call(ctx, n.orelse) and _null_context(n.body)):
+            ctx.add("script.amp-off-on-mps", "warning", n,
+                    f"`{ast.unparse(n.test)[:50]}` decides; MPS gets no autocast")
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for i, s in enumerate(n.body):
+            if not (isinstance(s, ast.If) and _cuda_only_test(s.test) and any(
+                    isinstance(r, ast.Return) and _autocast_call(ctx, r.value)
+                    for r in walk(s.body))):
+                continue
+            rest = s.orelse or n.body[i + 1:]
+            null = next((r for r in walk(rest) if isinstance(r, ast.Return)
+                         and _null_context(r.value)), None)
+            if null is not None:
+                ctx.add("script.amp-off-on-mps", "warning", null,
+                        f"`{n.name}` returns autocast only when `{ast.unparse(s.test)[:40]}`")
+
+
+def _cuda_only_test(test: ast.AST) -> bool:
+    text = ast.unparse(test).lower()
+    return "cuda" in text and "mps" not in text

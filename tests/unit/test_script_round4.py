@@ -287,3 +287,39 @@ def test_empty_cache_in_the_training_loop() -> None:
         torch.cuda.empty_cache()
     """
     assert ids_at(after, "script.empty-cache-in-loop") == []
+
+
+def test_mlx_lazy_input_first_evaluated_in_the_timed_region() -> None:
+    source = """\
+        import time
+        import mlx.core as mx
+
+        for _ in range(100):
+            preds = mx.random.randint(0, 1, (2,))
+            start = time.time()
+            val = preds.argmax().item()
+            times.append(time.time() - start)
+    """
+    assert ids_at(source, "script.lazy-input-timed") == [5]
+    evaluated = source.replace("            start = time.time()",
+                               "            mx.eval(preds)\n            start = time.time()")
+    assert ids_at(evaluated, "script.lazy-input-timed") == []
+
+
+def test_autocast_only_for_cuda_in_a_script_that_runs_on_mps() -> None:
+    source = """\
+        from contextlib import nullcontext
+        import torch
+
+        def autocast(device, dtype=None):
+            if device.type == "cuda":
+                return torch.autocast(device_type="cuda", dtype=dtype)
+            return nullcontext()
+
+        device = torch.device("mps")
+    """
+    assert ids_at(source, "script.amp-off-on-mps") == [7]
+    every_gpu = source.replace('if device.type == "cuda":', 'if device.type in ("cuda", "mps"):')
+    assert ids_at(every_gpu, "script.amp-off-on-mps") == []
+    no_mps = source.replace('torch.device("mps")', 'torch.device("cuda")')
+    assert ids_at(no_mps, "script.amp-off-on-mps") == []
