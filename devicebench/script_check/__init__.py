@@ -29,6 +29,7 @@ from devicebench.script_check import (
     keras_rules,
     keras_usage_rules,
     loop_rules,
+    mlx_rules,
     placement_rules,
     reach_rules,
     shape_rules,
@@ -45,7 +46,7 @@ __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_sourc
 # importing the rule modules registers their rules
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_rules,
                  jax_rules, torch_rules, shape_rules, placement_rules, data_rules, loop_rules,
-                 reach_rules)
+                 reach_rules, mlx_rules)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,17 @@ KERAS_PREFIXES = ("tensorflow.keras.", "tensorflow.python.keras.", "keras.src.",
                   "keras.", "tf_keras.")
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def loop_body(node: ast.AST) -> list[ast.AST]:
+    """What a loop repeats: a ``for``/``while`` body, or a comprehension's element
+    (``[run(d) for d in dims]`` calls ``run`` once per item, like a ``for`` loop)."""
+    if isinstance(node, ast.DictComp):
+        return [node.key, node.value]
+    if isinstance(node, COMPREHENSIONS):
+        return [node.elt]
+    return list(getattr(node, "body", []))
 
 
 def dotted(node: ast.AST) -> str:

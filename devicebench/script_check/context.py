@@ -336,7 +336,7 @@ class Context:
 
     def is_step(self, node: ast.AST) -> bool:
         """A call that looks like one optimisation step."""
-        last = dotted(node.func).rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
+        last = last_name(node) if isinstance(node, ast.Call) else ""  # (out.sum().backward())
         if last == "step" and node.args:  # type: ignore[attr-defined]
             return False  # env.step(action): an RL environment, not an optimizer
         return last in STEP_NAMES or "train_step" in last or last.endswith("_step")

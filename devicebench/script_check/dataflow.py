@@ -247,6 +247,15 @@ def _parts(ctx: Context) -> dict[str, list[ast.ClassDef]]:
     return out
 
 
+def _autograd_functions(ctx: Context) -> dict[str, ast.ClassDef]:
+    """Custom ``torch.autograd.Function`` classes of this file whose ``.apply`` is called."""
+    applied = {dotted(c.func.value) for c in ctx.calls() if isinstance(c.func, ast.Attribute)
+               and c.func.attr == "apply"}
+    return {name: cls for name, cls in ctx.classes.items() if name in applied and any(
+        ctx.resolve(b) in ("torch.autograd.Function", "torch.autograd.function.Function")
+        for b in cls.bases)}
+
+
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     return next((s for s in cls.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)
                  and s.name == name), None)
@@ -258,7 +267,7 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
     ``f(x)``, ``self.f(x)`` / ``cls.f(x)``, a call of an instance of a class defined here
     (``model(x)`` runs its ``forward``/``__call__``) and its methods (``agent.act(x)``),
     followed ``depth`` calls deep; compiled functions are left out (their body is a graph)."""
-    inst, parts = _instances(ctx), _parts(ctx)
+    inst, parts, autograd = _instances(ctx), _parts(ctx), _autograd_functions(ctx)
     out: list[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]] = []
     seen: set[int] = set()
     frontier = [(r, None) for r in roots]
@@ -278,9 +287,16 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                         fn = ctx.funcs.get(f.attr)
                     elif f.value.id in inst:
                         fn = _method(inst[f.value.id], f.attr)
-                fns = [fn] if fn is not None else [
-                    m for c in parts.get(f.id, []) if (m := _method(c, "forward")) is not None
-                ] if isinstance(f, ast.Name) else []
+                    elif f.value.id in autograd and f.attr == "apply":
+                        fn = _method(autograd[f.value.id], "forward")
+                if fn is None and last_name(n) == "backward" and not n.args:
+                    # `loss.backward()` runs the backward of every custom autograd Function
+                    # this file applies (torch.autograd.Function subclasses)
+                    fns = [m for c in autograd.values() if (m := _method(c, "backward"))]
+                else:
+                    fns = [fn] if fn is not None else [
+                        m for c in parts.get(f.id, []) if (m := _method(c, "forward")) is not None
+                    ] if isinstance(f, ast.Name) else []
                 for fn in fns:
                     if id(fn) in seen or fn.name in ctx.compiled or any(
                             ctx.compiler(d) for d in fn.decorator_list):

@@ -172,7 +172,12 @@ def _one_sample(ctx: Context, arg: ast.AST, loop: ast.AST | None) -> bool:
             if name in ("array", "asarray") and v.args and isinstance(v.args[0], ast.List):
                 return len(v.args[0].elts) == 1
         if isinstance(v, ast.Subscript):
-            return "None" in ast.unparse(v.slice) or "newaxis" in ast.unparse(v.slice)
+            sl = v.slice
+            if isinstance(sl, ast.Slice) and isinstance(sl.upper, ast.BinOp) and isinstance(
+                    sl.upper.op, ast.Add) and const(sl.upper.right) == 1 and sl.lower is not None \
+                    and ast.dump(sl.upper.left) == ast.dump(sl.lower):
+                return True  # x[s:s + 1]: a batch of one row
+            return "None" in ast.unparse(sl) or "newaxis" in ast.unparse(sl)
         return False
 
     if batch_of_one(arg):
@@ -188,8 +193,10 @@ def _one_sample(ctx: Context, arg: ast.AST, loop: ast.AST | None) -> bool:
 
 def _per_iteration(ctx: Context, arg: ast.AST, loop: ast.AST | None,
                    fn: ast.AST | None) -> bool:
-    """``arg`` is made anew on each iteration: assigned in the loop, or a parameter of the
-    function the loop calls."""
+    """``arg`` is made anew on each iteration: assigned in the loop (or a part of such a
+    value, ``batch[0]``), or a parameter of the function the loop calls."""
+    while isinstance(arg, ast.Subscript) and isinstance(arg.slice, ast.Constant):
+        arg = arg.value
     if not isinstance(arg, ast.Name):
         return False
     if loop is not None:

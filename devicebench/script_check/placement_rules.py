@@ -84,6 +84,10 @@ def _guarded(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
             in_body = child in (cur.body if isinstance(cur.body, list) else [cur.body])
             if any(w in text for w in words) and (in_body or "!=" in text or " not " in text):
                 return True
+        if isinstance(cur, ast.BoolOp) and isinstance(cur.op, ast.And) and child in cur.values:
+            before = cur.values[:cur.values.index(child)]  # `a and b`: b runs only if a holds
+            if any(w in ast.unparse(v).lower() for v in before for w in words):
+                return True
         if isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef) and any(
                 w in cur.name.lower() for w in words):
             return True
@@ -359,17 +363,21 @@ def _names_cuda(test: ast.AST) -> bool:
       "torch.backends.mps.is_available() else 'cpu'` (and time both: small models can be "
       "faster on the CPU)")
 def device_choice_no_mps(ctx: Context) -> None:
-    if not ctx.uses("torch") or "mps" in _code(ctx).lower():
+    if not ctx.uses("torch"):
         return
+    mentions_mps = "mps" in _code(ctx).lower()
     mac = ctx.snapshot is not None and ctx.snapshot.host.os == "Darwin"
     for n in ast.walk(ctx.tree):
         test = n.test if isinstance(n, ast.IfExp | ast.If) else None
+        if mentions_mps and not (test is not None and _names_cuda(test)):
+            continue  # MPS is chosen somewhere; a string test still sends "mps" to the CPU
         if test is None or "cuda.is_available" not in ast.unparse(test) and not (
                 isinstance(test, ast.Name) and any("cuda.is_available" in ast.unparse(v)
                                                    for v in ctx.assigns.get(test.id, []))
         ) and not _names_cuda(test):
             continue
-        if isinstance(n, ast.IfExp) and "cpu" in ast.unparse(n.orelse):
+        if isinstance(n, ast.IfExp) and "cpu" in ast.unparse(n.orelse) and not (
+                mentions_mps and "mps" in ast.unparse(n.orelse)):
             where: ast.AST | None = n
         elif isinstance(n, ast.If) and not n.orelse:
             where = next((c for c in walk(n.body) if isinstance(c, ast.Call)

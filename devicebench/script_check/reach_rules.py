@@ -9,10 +9,12 @@ from __future__ import annotations
 import ast
 
 from devicebench.script_check.ast_tools import (
+    COMPREHENSIONS,
     LOOPS,
     blocks,
     keras_rel,
     last_name,
+    loop_body,
     skip_in_step,
     target_names,
     walk,
@@ -28,7 +30,12 @@ _KIND = {"jax": "jax.jit", "tf": "tf.function", "torch": "torch.compile"}
 
 
 def _loops(ctx: Context) -> list[ast.AST]:
-    return [n for n in ast.walk(ctx.tree) if isinstance(n, LOOPS) and not ctx.is_compiled_scope(n)]
+    """Loops outside compiled code, and comprehensions whose element calls a function of
+    this file (``[get_timings(d) for d in dims]`` runs it once per item)."""
+    return [n for n in ast.walk(ctx.tree) if (isinstance(n, LOOPS) or isinstance(
+        n, COMPREHENSIONS) and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                                   and c.func.id in ctx.funcs for b in loop_body(n)
+                                   for c in ast.walk(b))) and not ctx.is_compiled_scope(n)]
 
 
 def compiled_in_callees(ctx: Context) -> None:
@@ -37,7 +44,7 @@ def compiled_in_callees(ctx: Context) -> None:
     body, so every call of it makes (and traces) a new compiled function."""
     done: set[int] = set()
     for loop in _loops(ctx):
-        for call, fn in callees(ctx, list(loop.body)):
+        for call, fn in callees(ctx, loop_body(loop)):
             defs = [d for d in ast.walk(fn) if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)
                     and d is not fn and ctx.enclosing(d, (ast.FunctionDef,
                                                           ast.AsyncFunctionDef)) is fn]
@@ -82,7 +89,7 @@ def host_copies(ctx: Context) -> None:
     if not ctx.uses("torch"):
         return
     for loop in _loops(ctx):
-        roots = list(loop.body)
+        roots = loop_body(loop)
         # (host-made tensors in the loop's own body are usually its input data: only those
         # made inside the functions it runs -- model and helper code -- are flagged)
         bodies = [(call, list(walk(fn.body, skip_in_step))) for call, fn in callees(ctx, roots)]
@@ -123,7 +130,7 @@ def unjitted_jax_callee(ctx: Context) -> None:
     inside = {c.func.id for fn in ctx.funcs.values() if fn.name in ctx.compiled
               for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
     for loop in _loops(ctx):
-        for n in walk(list(loop.body)):
+        for n in walk(loop_body(loop)):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
                 continue
             fn = ctx.funcs.get(n.func.id)
@@ -195,7 +202,7 @@ def cuda_amp_without_cuda(ctx: Context) -> None:
     script whose device is chosen among MPS and the CPU only: on those devices both are
     silent no-ops, so mixed precision and loss scaling are off (Stability-AI/stable-audio-3#68)."""
     choices = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.IfExp) and "mps" in (
-        ast.unparse(n).lower())]
+        ast.unparse(n).lower())] or _mps_only_devices(ctx)
     if not choices or any("cuda" in ast.unparse(n).lower() for n in choices):
         return
     for c in ctx.calls():
@@ -205,12 +212,36 @@ def cuda_amp_without_cuda(ctx: Context) -> None:
             continue
         dev = c.args[0] if c.args else next((k.value for k in c.keywords
                                              if k.arg == "device_type"), None)
+        if _under_cuda_test(ctx, c):
+            continue  # `if device.type == "cuda": return torch.autocast("cuda")`
         if q.startswith("torch.cuda.amp.") or isinstance(dev, ast.Constant) and dev.value == "cuda":
             ctx.add("script.cuda-only-call", "warning", c,
                     f"the device is chosen by `{ast.unparse(choices[0])[:50]}`: never CUDA",
                     call=q, backend="CUDA", kind="mps",
                     reason="for CUDA, on a script that runs on MPS or the CPU, it does nothing: "
                            "mixed precision and loss scaling are silently off")
+
+
+def _under_cuda_test(ctx: Context, node: ast.AST) -> bool:
+    child, cur = node, ctx.parents.get(node)
+    while cur is not None:
+        if isinstance(cur, ast.If) and child in cur.body and "cuda" in ast.unparse(cur.test):
+            return True
+        child, cur = cur, ctx.parents.get(cur)
+    return False
+
+
+def _mps_only_devices(ctx: Context) -> list[ast.expr]:
+    """Values of a device variable that is only ever set to MPS (``device = "mps"``,
+    ``torch.device("mps")``), in a script that names no CUDA device string."""
+    def mps(v: ast.expr) -> bool:
+        if isinstance(v, ast.Call) and ctx.resolve(v.func) == "torch.device" and v.args:
+            v = v.args[0]
+        return isinstance(v, ast.Constant) and v.value == "mps"
+    if any(isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.startswith(
+            "cuda:") for c in ast.walk(ctx.tree)):
+        return []
+    return [vs[0] for vs in ctx.assigns.values() if vs and all(mps(v) for v in vs)]
 
 
 _FSDP2_DEFER = ("set_requires_gradient_sync", "set_requires_all_reduce", "set_is_last_backward",
@@ -230,9 +261,9 @@ def fsdp2_accumulation(ctx: Context) -> None:
         isinstance(c, ast.Call) and last_name(c) == "isinstance" and len(c.args) == 2
         and "fsdp" not in ast.unparse(c.args[1]).lower() for c in ast.walk(fn))}
     for loop in _loops(ctx):
-        backward = next((n for n in walk(list(loop.body)) if isinstance(n, ast.Call)
+        backward = next((n for n in walk(loop_body(loop)) if isinstance(n, ast.Call)
                          and last_name(n) == "backward"), None)
-        steps = [n for n in walk(list(loop.body)) if isinstance(n, ast.Call)
+        steps = [n for n in walk(loop_body(loop)) if isinstance(n, ast.Call)
                  and last_name(n) == "step" and isinstance(n.func, ast.Attribute) and not n.args]
         if backward is None or not steps or not all(
                 ctx.enclosing(st, (ast.If,)) is not None for st in steps):
@@ -269,11 +300,11 @@ def model_built_in_loop(ctx: Context) -> None:
     if not (ctx.uses("tensorflow") or ctx.uses("keras")):
         return
     for loop in _loops(ctx):
-        built = {name for s in walk(list(loop.body)) if isinstance(s, ast.Assign)
+        built = {name for s in walk(loop_body(loop)) if isinstance(s, ast.Assign)
                  and isinstance(s.value, ast.Call) and (keras_rel(ctx.resolve(
                      s.value.func)) or "").startswith(("Sequential", "Model", "models."))
                  for t in s.targets for name in target_names(t)}
-        uses = [c for c in walk(list(loop.body)) if isinstance(c, ast.Call) and isinstance(
+        uses = [c for c in walk(loop_body(loop)) if isinstance(c, ast.Call) and isinstance(
             c.func, ast.Attribute) and c.func.attr in ("predict", "evaluate")
                 and isinstance(c.func.value, ast.Name) and c.func.value.id in built]
         for c in uses[:1]:

@@ -49,6 +49,8 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
       "{fixtext}")
 def sync_in_step_loop(ctx: Context) -> None:
     _sync_in_step_loop(ctx, _SYNC_FIX[_framework(ctx)])
+    if ctx.uses("torch"):
+        _host_round_trips(ctx, _SYNC_FIX["torch"])
 
 
 _SYNC_FIX = {
@@ -81,6 +83,8 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
     """Syncs inside functions of this file that the step loop runs (issue 24, class 15):
     called by name, as ``self.method()``, or as the ``forward`` of a model class defined here,
     a few calls deep."""
+    buffers = {c.args[0].value for c in ctx.calls() if last_name(c) == "register_buffer"
+               and c.args and isinstance(c.args[0], ast.Constant)}
     for call, fn in callees(ctx, [n for n in direct if isinstance(n, ast.Call)]):
         returned = {id(x) for r in walk(fn.body) if isinstance(r, ast.Return)
                     for x in ast.walk(r)}
@@ -88,6 +92,12 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                       or skip_in_step(x) and not isinstance(x, LOOPS)):
             implicit = _scalar_from_tensor(ctx, fn, m)
             # (a value converted as it is returned is the caller's call)
+            if not implicit and isinstance(m, ast.If | ast.While) and any(
+                    isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
+                    and a.value.id == "self" and a.attr in buffers and _plain_use(ctx, a)
+                    for a in ast.walk(m.test)):
+                implicit = ("; the test reads a registered buffer, which lives on the module's "
+                            "device: Python control flow on it copies it to the host and waits")
             if _is_sync_call(m) and id(m) not in returned or implicit:
                 ctx.add("script.sync-in-step-loop", "warning", m,
                         f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
@@ -180,3 +190,58 @@ def _plain_use(ctx: Context, name: ast.Name) -> bool:
         return False
     return not (isinstance(parent, ast.Call) and last_name(parent) in ("len", "type",
                                                                        "isinstance"))
+
+
+def _host_round_trips(ctx: Context, fixtext: str) -> None:
+    """``f(x.cpu()).to(device)`` in a loop (rasbt/reasoning-from-scratch#177: sampling each
+    token on the CPU): the value goes to the host and back on every iteration, a device sync
+    each time, whether or not the loop trains."""
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
+            continue
+        for n in walk(loop.body, lambda x: isinstance(x, LOOPS)):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+                    "to", "cuda") and any(isinstance(c, ast.Call) and isinstance(
+                    c.func, ast.Attribute) and c.func.attr == "cpu" and not c.args
+                                          for c in ast.walk(n.func.value)):
+                ctx.add("script.sync-in-step-loop", "warning", n,
+                        f"on every iteration of the loop at {ctx.line(loop.lineno)} the value "
+                        "is copied to the host (`.cpu()`), which waits for the device, and the "
+                        "result copied back", fixtext=fixtext)
+
+
+@rule("script.empty-cache-in-loop",
+      "`torch.cuda.empty_cache()` in the training loop",
+      "it hands the caching allocator's free blocks back to the driver (and synchronizes), so "
+      "the next step allocates them again with cudaMalloc; it frees no memory PyTorch could "
+      "not reuse itself (huggingface/transformers#31530 removed it from the Trainer's step "
+      "for slowing training; pytorch/rl#489: \"this operation takes a considerable amount of "
+      "time\")",
+      "remove it from the loop; if fragmentation really causes OOMs, set "
+      "`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` or call it every few hundred steps")
+def empty_cache_in_loop(ctx: Context) -> None:
+    if not ctx.uses("torch"):
+        return
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop) or ctx.search(
+                loop.body, ctx.is_step, skip_in_step) is None:
+            continue
+        sites = [(n, "") for n in walk(loop.body, lambda x: isinstance(x, LOOPS))] + [
+            (n, fn.name) for call, fn in callees(ctx, list(loop.body)) for n in walk(fn.body)]
+        for n, fn_name in sites:
+            if isinstance(n, ast.Call) and ctx.resolve(n.func) in (
+                    "torch.cuda.empty_cache", "torch.mps.empty_cache"):
+                periodic = any(skip_in_step(a) and not isinstance(a, LOOPS)
+                               for a in _ancestors(ctx, n, loop))
+                ctx.add("script.empty-cache-in-loop", "info" if periodic else "warning", n,
+                        ("in `" + fn_name + "`, which " if fn_name else "") + "the loop at "
+                        f"{ctx.line(loop.lineno)} runs" + (" every few steps" if periodic
+                                                          else " on every step"))
+
+
+def _ancestors(ctx: Context, node: ast.AST, stop: ast.AST) -> list[ast.AST]:
+    out, cur = [], ctx.parents.get(node)
+    while cur is not None and cur is not stop:
+        out.append(cur)
+        cur = ctx.parents.get(cur)
+    return out

@@ -147,6 +147,68 @@ def _context_timers(ctx: Context) -> None:
                     break
     for cls in ctx.classes.values():
         _callback_timer(ctx, cls)
+    _class_timers(ctx)
+
+
+def _timer_methods(ctx: Context, cls: ast.ClassDef) -> list[tuple[str, str, list[ast.stmt]]]:
+    """(start, stop, their bodies) of a timer class: ``start`` stores a clock reading in
+    ``self.<attr>`` and ``stop`` reads the clock again and uses ``self.<attr>``
+    (``Timer.start()``/``stop()``, or ``__enter__``/``__exit__`` of a ``with`` timer)."""
+    methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+    stamps = {name: {t.attr for s in walk(f.body) if isinstance(s, ast.Assign)
+                     and isinstance(s.value, ast.Call) and ctx.resolve(s.value.func) in CLOCKS
+                     for t in s.targets if isinstance(t, ast.Attribute)}
+              for name, f in methods.items()}
+    out = []
+    for start, attrs in stamps.items():
+        for stop, f in methods.items():
+            if stop == start or not attrs:
+                continue
+            nodes = list(walk(f.body))
+            reads = any(isinstance(n, ast.Call) and ctx.resolve(n.func) in CLOCKS for n in nodes)
+            if reads and any(isinstance(n, ast.Attribute) and n.attr in attrs
+                             and isinstance(n.ctx, ast.Load) for n in nodes):
+                out.append((start, stop, methods[start].body + f.body))
+    return out
+
+
+def _class_timers(ctx: Context) -> None:
+    """Timers built as classes (issue 24): ``t.start()`` ... ``t.stop()`` in one block, or
+    ``with Timer(...):`` of a class whose ``__enter__``/``__exit__`` read the clock -- the
+    code between is the timed region, reported at its first device call."""
+    pairs = [(cls.name, *m) for cls in ctx.classes.values() for m in _timer_methods(ctx, cls)]
+    if not pairs or not (ctx.uses("torch") or ctx.uses("tensorflow") or ctx.uses("jax")):
+        return
+    ctx_classes = {name: body for name, a, b, body in pairs if (a, b) == ("__enter__", "__exit__")}
+    for w in ast.walk(ctx.tree):
+        if isinstance(w, ast.With | ast.AsyncWith) and any(
+                isinstance(i.context_expr, ast.Call) and last_name(i.context_expr) in ctx_classes
+                for i in w.items):
+            body = ctx_classes[next(last_name(i.context_expr) for i in w.items if isinstance(
+                i.context_expr, ast.Call) and last_name(i.context_expr) in ctx_classes)]
+            _timed_region(ctx, list(w.body), body, f"the `with` timer at {ctx.line(w.lineno)}")
+    methods = {(a, b): body for _, a, b, body in pairs if a != "__enter__"}
+    for stmts in blocks(ctx.tree):
+        calls = [(i, dotted(s.value.func.value), s.value.func.attr) for i, s in enumerate(stmts)
+                 if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                 and isinstance(s.value.func, ast.Attribute) and dotted(s.value.func.value)]
+        for i, recv, start in calls:
+            j = next((j for j, r, stop in calls if j > i and r == recv
+                      and (start, stop) in methods), None)
+            if j is not None:
+                stop = stmts[j].value.func.attr  # type: ignore[attr-defined]
+                _timed_region(ctx, stmts[i + 1:j], methods[(start, stop)],
+                              f"`{recv}.{start}()` ({ctx.line(stmts[i].lineno)}) and "
+                              f"`{recv}.{stop}()` ({ctx.line(stmts[j].lineno)})")
+
+
+def _timed_region(ctx: Context, region: list[ast.stmt], timer: list[ast.stmt], by: str) -> None:
+    if not region or waits(ctx, region + timer):
+        return
+    op = search_device_work(ctx, region)
+    if op is not None:
+        _timing(ctx, op, op, f"timed by {by}; the call returns once the work is queued, "
+                "not when the device has finished it")
 
 
 _START = ("_start", "_begin")
