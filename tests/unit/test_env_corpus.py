@@ -52,7 +52,9 @@ NEW_DEV_DIAGNOSED_AT_LEAST = 13  # of 13 (before this set's rules: 6/13)
 NEW_HELDOUT_DIAGNOSED_AT_LEAST = 14  # of 14 after round 2's rules (seen)
 # round2_cases.json (26), split by round2_split.json before any rule for it:
 ROUND2_DEV_DIAGNOSED_AT_LEAST = 13  # of 13 (before its rules: 4/13)
-ROUND2_HELDOUT_DIAGNOSED_AT_LEAST = 11  # of 13 (85%), measured once 2026-12-01, after the rules
+# round2_heldout was scored once, untouched, at 11/13 (85%) on 2026-12-01; its two misses (Intel
+# Macs) were then studied (round 3: platform_ceilings), so it is a development set now.
+ROUND2_HELDOUT_DIAGNOSED_AT_LEAST = 13  # of 13 after round 3's rules (seen)
 
 
 def half_of(url: str) -> str:
@@ -144,11 +146,8 @@ def test_corpus_figures() -> None:
     r2h_hit, r2h_n, r2h_missed = score(
         [c for c in ROUND2 if c["url"] in ROUND2_SPLIT["round2_heldout"]])
     print(f"  round2_dev: {r2_hit}/{r2_n}\n"
-          f"  round2_heldout (untouched while writing rules): {r2h_hit}/{r2h_n} "
-          f"({100 * r2h_hit / r2h_n:.0f}%)")
-    for url in r2h_missed:
-        print(f"  held-out miss: {url}")
-    dev_missed = dev_missed + r2_missed
+          f"  round2_heldout (scored once untouched at 11/13; seen since): {r2h_hit}/{r2h_n}")
+    dev_missed = dev_missed + r2_missed + r2h_missed
     for url in old_missed + dev_missed:
         print(f"  dev miss: {url}")
     for url in held_missed:
@@ -323,3 +322,26 @@ def test_python_support_matrix_per_tensorflow_release() -> None:
     bare = {"host": dict(host, python_version="3.14.2"), "distributions": {}}
     none = next(f for f in run_checks(snapshot_from_raw(bare)) if f.id == "frameworks.none")
     assert "no TensorFlow release has wheels for Python 3.14.2" in none.fix
+
+
+def test_a_generic_reinstall_fix_gives_way_to_a_named_cause() -> None:
+    # jax#24901: jaxlib older than jax; reinstalling jax alone reproduces the failure.
+    case = next(c for c in NEW + ROUND2 + CORPUS if c["url"].endswith("jax/issues/24901"))
+    findings = run_checks(snapshot_from_raw(case["raw"]))
+    failed = next(f for f in findings if f.id == "framework.import-failed")
+    assert "--force-reinstall" not in failed.fix and "stack.release-skew" in failed.fix
+    # with no other cause named, the reinstall fix stays
+    raw = {"host": {"system": "Linux", "machine": "x86_64", "python_version": "3.11.9"},
+           "distributions": {"jax": "0.4.30"},
+           "frameworks": {"jax": {"status": "error", "stderr": "ImportError: boom"}}}
+    alone = next(f for f in run_checks(snapshot_from_raw(raw)) if f.id == "framework.import-failed")
+    assert "--force-reinstall jax" in alone.fix
+
+
+def test_an_intel_mac_without_torch_is_told_the_last_release_it_has() -> None:
+    case = next(c for c in ROUND2 if c["url"].endswith("pytorch/issues/161614"))
+    f = next(f for f in run_checks(snapshot_from_raw(case["raw"]))
+             if f.id == "platform.last-release")
+    assert f.fix == "pip install 'torch==2.2.2' 'numpy<2'"  # the case has NumPy 2.1.0
+    arm = dict(case["raw"], host=dict(case["raw"]["host"], machine="arm64"))
+    assert "platform.last-release" not in {f.id for f in run_checks(snapshot_from_raw(arm))}

@@ -282,3 +282,38 @@ def check_loader_needs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "file').",
             fix=fix, source=entry["source"]))
     return out
+
+
+def check_platform_ceiling(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A platform whose last wheels of a framework are an old release (Intel Macs: torch
+    2.2.2) and the framework absent -> warning naming that release, with a Python and NumPy it
+    installs with. Rosetta on Apple Silicon is env.rosetta's (an arm64 Python gets new wheels)."""
+    out: list[Finding] = []
+    for entry in kb.get("platform_ceilings", []):
+        if snap.host.os != entry["os"] or snap.host.machine != entry["machine"]:
+            continue
+        if snap.host.rosetta or snap.has(entry["framework"]):
+            continue
+        name = DISPLAY.get(entry["framework"], entry["framework"])
+        pins = f"'{entry['framework']}=={entry['last']}'"
+        numpy = snap.version_of("numpy")
+        if entry.get("numpy") and numpy and not matches(numpy, entry["numpy"]):
+            pins += f" 'numpy{entry['numpy']}'"
+        fix = f"pip install {pins}"
+        py = snap.host.python_version
+        if py and not matches(py, entry["python"]):
+            fix = (f"python3.12 -m venv .venv && . .venv/bin/activate && {fix}  # {name} "
+                   f"{entry['last']} has wheels for Python {entry['python']}, not {py}")
+        out.append(Finding(
+            "platform.last-release",
+            "warning",
+            f"{name} stopped publishing wheels for {entry['what']} after {entry['last']}",
+            observed=(f"{snap.host.os} {snap.host.machine} (not Rosetta), Python {py or '?'}; "
+                      f"{entry['framework']} not installed"),
+            why=(f"pip finds no {name} newer than {entry['last']} for {snap.host.machine} "
+                 f"macOS: 'No matching distribution' for a newer pin is the platform, not the "
+                 "index. Newer releases need an arm64 Mac, another machine, or a source build."),
+            fix=fix,
+            source=entry["source"],
+        ))
+    return out
