@@ -47,11 +47,13 @@ from devicebench.env.checks.installs import (
     check_ld_path_shadow_risk,
     check_loader_needs,
     check_platform_ceiling,
+    check_wheel_newer_than_os,
     check_windows_dll_load,
     check_wsl_libcuda,
 )
 from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
+    check_driver_older_than_ptxas,
     check_libdevice_missing,
     check_shadowed_wheel_libs,
     check_wheel_libs_not_on_path,
@@ -91,6 +93,8 @@ CHECKS: list[Check] = [
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
+    check_driver_older_than_ptxas,
+    check_wheel_newer_than_os,
     check_wheel_libs_not_on_path,
     check_loader_needs,
     check_gpu_arch_in_build,

@@ -317,3 +317,40 @@ def check_platform_ceiling(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             source=entry["source"],
         ))
     return out
+
+
+_MACOSX_TAG = re.compile(r"macosx_(\d+)_(\d+)_")
+
+
+def check_wheel_newer_than_os(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A binary wheel whose platform tag names a newer macOS than this Mac runs -> error.
+
+    pip never picks such a wheel for this OS, so it came another way (bundled with an app,
+    downloaded with --platform, copied from another Mac); its binaries use the newer OS's
+    frameworks (MLX's macOS 26 wheels carry a Metal-4 metallib that macOS 15 cannot load)."""
+    host = major_minor(snap.host.macos_version)
+    if snap.host.os != "Darwin" or not host:
+        return []
+    out: list[Finding] = []
+    for dist, tag in sorted(snap.wheel_platform_tags.items()):
+        m = _MACOSX_TAG.match(tag)
+        if not m or (int(m.group(1)), int(m.group(2))) <= host[:2]:
+            continue
+        built = f"{m.group(1)}.{m.group(2)}" if m.group(2) != "0" else m.group(1)
+        version = snap.version_of(dist)
+        pin = f"'{dist}=={version}'" if version else dist
+        out.append(Finding(
+            "platform.wheel-newer-than-os",
+            "error",
+            f"{dist} is a wheel built for macOS {built}; this Mac runs macOS "
+            f"{snap.host.macos_version}",
+            observed=f"{dist} {version or '?'}: wheel tag {tag}; macOS {snap.host.macos_version}",
+            why=(f"A wheel tagged for macOS {built} uses that OS's frameworks (MLX's macOS 26 "
+                 "builds carry a Metal language 4.0 metallib: 'not supported on this OS'). pip "
+                 "never selects it for an older macOS, so it was bundled with an app, copied or "
+                 "downloaded with --platform."),
+            fix=(f"pip install --force-reinstall --no-cache-dir {pin}  # pip picks the wheel for "
+                 f"macOS {host[0]}; or upgrade to macOS {built}"),
+            source=kb["platform_wheels"]["source"],
+        ))
+    return out
