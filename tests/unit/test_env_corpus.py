@@ -13,7 +13,11 @@ written with the case before any rule for it:
   (round 2), so it is a development set now.
 * ``round2_cases.json`` (26), collected after that: ``round2_split.json`` (seeded, committed
   before any rule) splits it into ``round2_dev``, which round 2's rules were written
-  against, and ``round2_heldout``, scored once after those rules and never tuned on.
+  against, and ``round2_heldout``, scored once (11/13), then studied (round 3).
+* ``round3_cases.json`` (24), collected after that for diversity of failure kind:
+  ``round3_split.json`` (seeded, committed before any rule) splits it into ``round3_dev``,
+  which round 3's rules were written against, and ``round3_heldout``, scored once after
+  those rules and never tuned on.
 
 Run with ``-s`` to see the figures.
 """
@@ -59,6 +63,7 @@ ROUND2_DEV_DIAGNOSED_AT_LEAST = 13  # of 13 (before its rules: 4/13)
 ROUND2_HELDOUT_DIAGNOSED_AT_LEAST = 13  # of 13 after round 3's rules (seen)
 # round3_cases.json (24), split by round3_split.json before any rule for it:
 ROUND3_DEV_DIAGNOSED_AT_LEAST = 10  # of 12 (before its rules: 5/12)
+ROUND3_HELDOUT_DIAGNOSED_AT_LEAST = 6  # of 12 (50%), measured once 2026-12-01, after the rules
 
 
 def half_of(url: str) -> str:
@@ -171,8 +176,13 @@ def test_corpus_figures() -> None:
     print(f"  round2_dev: {r2_hit}/{r2_n}\n"
           f"  round2_heldout (scored once untouched at 11/13; seen since): {r2h_hit}/{r2h_n}")
     r3_hit, r3_n, r3_missed = score([c for c in ROUND3 if c["url"] in ROUND3_SPLIT["round3_dev"]])
+    r3h_hit, r3h_n, r3h_missed = score(
+        [c for c in ROUND3 if c["url"] in ROUND3_SPLIT["round3_heldout"]])
     print(f"  round3_dev: {r3_hit}/{r3_n}\n"
-          f"  round3_heldout: not scored yet (scored once, after round 3's rules are committed)")
+          f"  round3_heldout (untouched while writing rules): {r3h_hit}/{r3h_n} "
+          f"({100 * r3h_hit / r3h_n:.0f}%)")
+    for url in r3h_missed:
+        print(f"  held-out miss: {url}")
     dev_missed = dev_missed + r2_missed + r2h_missed + r3_missed
     for url in old_missed + dev_missed:
         print(f"  dev miss: {url}")
@@ -184,6 +194,7 @@ def test_corpus_figures() -> None:
     assert r2_hit >= ROUND2_DEV_DIAGNOSED_AT_LEAST
     assert r2h_hit >= ROUND2_HELDOUT_DIAGNOSED_AT_LEAST
     assert r3_hit >= ROUND3_DEV_DIAGNOSED_AT_LEAST
+    assert r3h_hit >= ROUND3_HELDOUT_DIAGNOSED_AT_LEAST
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "recorded/h200/snapshot.json",
