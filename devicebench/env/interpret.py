@@ -117,7 +117,8 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
     environment's ``lib/``), ``distributions``, ``env_vars``, ``keras_config_backend``
     ``frameworks`` (per framework: the worker's ``status``, JSON ``result`` and
     ``stderr``), ``wheel_lib_listing`` / ``ld_path_listing`` (directory -> file names: the
-    wheels' ``nvidia/*/lib`` and the LD_LIBRARY_PATH directories) and ``rocminfo``.
+    wheels' ``nvidia/*/lib`` and the LD_LIBRARY_PATH directories), ``rocminfo`` and
+    ``wheel_platform_tags`` (distribution -> the macOS platform tag of its WHEEL file).
     Test fixtures are built this way so they cannot drift from the probe.
     """
     host_doc = dict(doc.get("host", {}))
@@ -150,6 +151,7 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
         env_cuda_libs=env_libs,
         wheel_cuda_libs=cuda_libs_in_dirs(doc.get("wheel_lib_listing", {})),
         ld_path_cuda_libs=cuda_libs_in_dirs(doc.get("ld_path_listing", {})),
+        wheel_platform_tags=dict(doc.get("wheel_platform_tags", {})),
         frameworks=frameworks,
         process=dict(doc.get("process", {})),
     )

@@ -20,7 +20,7 @@ MAX_LINE = 400
 _KEEP = re.compile(
     r"^(?:[WEF]\d{4} |[WEF] |\d{4}-\d\d-\d\d [\d:.]+: [WEF] )|Warning:|Error:|error:|"
     r"not compatible|cannot be run in|Could not|Cannot |Unable to|failed to initialize|"
-    r"too old|not found|version mismatch|Mismatched|is not compatible"
+    r"too old|older than|not found|version mismatch|Mismatched|is not compatible"
 )
 
 

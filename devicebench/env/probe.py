@@ -128,6 +128,25 @@ def read_cuda_libs(prefix: str, conda_env: bool) -> tuple[dict[str, str], dict[s
     return cuda_libs_from_ldconfig(read_ldconfig()), env
 
 
+def read_wheel_platform_tags() -> dict[str, str]:
+    """The macOS platform tag of every installed binary wheel (``Tag:`` in its dist-info
+    ``WHEEL`` file), e.g. ``{"mlx": "macosx_26_0_arm64"}``; other wheels are left out."""
+    from importlib import metadata
+
+    tags: dict[str, str] = {}
+    for dist in metadata.distributions():
+        try:
+            text = dist.read_text("WHEEL") or ""
+        except OSError:
+            continue
+        for line in text.splitlines():
+            platform = line.partition(":")[2].strip().rsplit("-", 1)[-1]
+            if line.startswith("Tag:") and platform.startswith("macosx_"):
+                tags[str(dist.metadata["Name"]).lower()] = platform
+                break
+    return tags
+
+
 def read_wheel_lib_listing() -> dict[str, list[str]]:
     """File names in every ``site-packages/nvidia/*/lib`` (the CUDA libraries pip wheels
     such as nvidia-cudnn-cu12 carry) and ``torch/lib`` (where ROCm and older CUDA torch
@@ -248,6 +267,7 @@ def probe_host_layer() -> EnvSnapshot:
         env_cuda_libs=env_libs,
         wheel_cuda_libs=cuda_libs_in_dirs(read_wheel_lib_listing()),
         ld_path_cuda_libs=cuda_libs_in_dirs(read_ld_path_listing(ld_path)),
+        wheel_platform_tags=read_wheel_platform_tags(),
         distributions=probe_distributions(),
         keras_config_backend=keras_config_backend(),
         blas=probe_blas(),
@@ -326,6 +346,7 @@ def read_raw_environment(frameworks: Iterable[str] | None = None, *,
         "env_lib_listing": read_env_lib_listing(host.python_prefix, host.conda_env),
         "wheel_lib_listing": read_wheel_lib_listing(),
         "ld_path_listing": read_ld_path_listing(os.environ.get("LD_LIBRARY_PATH", "")),
+        "wheel_platform_tags": read_wheel_platform_tags(),
         "distributions": distributions,
         "env_vars": {k: os.environ[k] for k in TRACKED_ENV_VARS if k in os.environ},
         "keras_config_backend": keras_config_backend(),

@@ -207,6 +207,9 @@ class EnvSnapshot:
     # the LD_LIBRARY_PATH directories (which the loader searches before RUNPATHs).
     wheel_cuda_libs: dict[str, str] = field(default_factory=dict)
     ld_path_cuda_libs: dict[str, str] = field(default_factory=dict)
+    # The macOS platform tag of each installed binary wheel (its dist-info WHEEL file):
+    # "macosx_26_0_arm64" says the wheel was built for macOS 26.
+    wheel_platform_tags: dict[str, str] = field(default_factory=dict)
     frameworks: dict[str, FrameworkProbe] = field(default_factory=dict)
     # State read inside the user's own process (devicebench.env.probe.read_process_state),
     # {} when doctor runs apart: the device masks then, and what the frameworks saw.

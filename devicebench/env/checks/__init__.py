@@ -25,7 +25,7 @@ from devicebench.env.checks.apple import (
     check_tensorflow_macos,
     check_xla_off_apple,
 )
-from devicebench.env.checks.framework_failures import check_probe_failures
+from devicebench.env.checks.framework_failures import check_probe_failures, defer_generic_fixes
 from devicebench.env.checks.frameworks import (
     check_keras3_old_tf,
     check_keras_backend,
@@ -46,11 +46,14 @@ from devicebench.env.checks.installs import (
     check_jax_plugin_release,
     check_ld_path_shadow_risk,
     check_loader_needs,
+    check_platform_ceiling,
+    check_wheel_newer_than_os,
     check_windows_dll_load,
     check_wsl_libcuda,
 )
 from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
+    check_driver_older_than_ptxas,
     check_libdevice_missing,
     check_shadowed_wheel_libs,
     check_wheel_libs_not_on_path,
@@ -90,6 +93,8 @@ CHECKS: list[Check] = [
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
+    check_driver_older_than_ptxas,
+    check_wheel_newer_than_os,
     check_wheel_libs_not_on_path,
     check_loader_needs,
     check_gpu_arch_in_build,
@@ -105,6 +110,7 @@ CHECKS: list[Check] = [
     check_windows_no_gpu,
     check_python_supported,
     check_gpu_not_seen,
+    check_platform_ceiling,
     check_no_frameworks,
     check_blas,
     check_xla_off_apple,
@@ -173,5 +179,5 @@ def run_checks(snapshot: EnvSnapshot, kb: dict[str, Any] | None = None) -> list[
     # Fixes are printed for this machine: shell syntax of its platform, and never a package
     # that does not exist for it (a check that proposed one is a bug; say so instead).
     findings = [dataclasses.replace(f, fix=_checked_fix(f.fix, snapshot, knowledge))
-                for f in findings]
+                for f in defer_generic_fixes(findings)]
     return sort_findings(findings)

@@ -12,6 +12,7 @@ from devicebench.env.checks._util import (
     as_version,
     at_least,
     fmt_mm,
+    legacy_keras_on,
     macos_version,
     major_minor,
     matches,
@@ -36,8 +37,12 @@ class MetalChoice:
     reason: str = ""
 
 
-def _known_bad(kb: KB, metal_v: str, tf_v: str) -> dict[str, Any] | None:
+def _known_bad(kb: KB, metal_v: str, tf_v: str, keras3: bool = False) -> dict[str, Any] | None:
+    """A recorded failure of this plugin/TensorFlow pair; ``keras3``: Keras 3 is the Keras in
+    use (failures that Keras 2 avoids count only then)."""
     for bad in kb["metal"]["known_bad"]:
+        if bad.get("keras3_only") and not keras3:
+            continue
         if as_version(bad["metal"]) == as_version(metal_v) and matches(tf_v, bad["tensorflow"]):
             return bad
     return None
@@ -202,7 +207,8 @@ def check_metal_compat(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             )
         )
 
-    bad = _known_bad(kb, metal_v, tf_v) if tf_v else None
+    keras3 = at_least(snap.version_of("keras"), "3") and not legacy_keras_on(snap, kb)
+    bad = _known_bad(kb, metal_v, tf_v, keras3) if tf_v else None
     if bad is not None:
         out.append(
             Finding(
@@ -211,7 +217,7 @@ def check_metal_compat(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 f"tensorflow-metal {metal_v} does not work with TensorFlow {tf_v}",
                 observed=f"tensorflow {tf_v} with tensorflow-metal {metal_v}",
                 why=f"Reported failure: {bad['symptom']}.",
-                fix=f"{fix}   (or: {bad['fix_alt']})",
+                fix=f"{bad['fix'] if bad.get('keras3_only') else fix}   (or: {bad['fix_alt']})",
                 source=bad["source"],
             )
         )

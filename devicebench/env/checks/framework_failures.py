@@ -4,6 +4,7 @@ missing), with the fix."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from devicebench.env.checks._util import (
@@ -135,6 +136,27 @@ def _failure_hint(name: str, probe_error: str, snap: EnvSnapshot, kb: KB) -> tup
         f"python -c 'import {name}'  # reproduce; then: pip install --force-reinstall {dist}",
         (),
     )
+
+
+_GENERIC_FIX = re.compile(r"(?:python -c 'import \w+'  # reproduce; then: )?"
+                          r"pip install --force-reinstall [\w-]+")
+
+
+def defer_generic_fixes(findings: list[Finding]) -> list[Finding]:
+    """A failed import whose fix is only 'reinstall it', beside another error or warning that
+    names a cause: point at that finding instead (reinstalling the same wheels reproduces the
+    failure when the cause is the versions or the loader's path around them)."""
+    causes = [f.id for f in findings if f.severity != "info" and f.id != "framework.import-failed"]
+    if not causes:
+        return findings
+    out = []
+    for f in findings:
+        if f.id == "framework.import-failed" and _GENERIC_FIX.fullmatch(f.fix):
+            f = dataclasses.replace(
+                f, fix=f"fix the cause doctor names first ({', '.join(causes)}); then retry",
+                related=(*f.related, *causes))
+        out.append(f)
+    return out
 
 
 def check_probe_failures(snap: EnvSnapshot, kb: KB) -> list[Finding]:

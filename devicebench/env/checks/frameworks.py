@@ -155,6 +155,19 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                f"Python, e.g. python{py} -m venv .venv, then pip install tensorflow")
     why = ("doctor can only check the host; devicebench measures training through "
            "TensorFlow, JAX or PyTorch with Keras.")
+    if snap.host.os == "Windows":
+        tfk = kb["tensorflow"]
+        last = tfk["windows_native_gpu_max"]
+        why += (f" On native Windows TensorFlow {last} was the last release with GPU support "
+                f"(there is no tensorflow-gpu after {last}; see {tfk['windows_source']}): newer "
+                "releases run on the CPU there, and on the GPU only in WSL2.")
+        legacy = kb["tensorflow_python"]["releases"].get(last, "")
+        if legacy and matches(snap.host.python_version, legacy):
+            fix += ("  # CPU; for the NVIDIA GPU: run it in WSL2 (pip install "
+                    "'tensorflow[and-cuda]' there), or natively: pip install 'tensorflow<2.11'")
+        else:
+            fix += ("  # CPU; for the NVIDIA GPU: run it in WSL2 (pip install "
+                    "'tensorflow[and-cuda]' there)")
     if snap.is_apple_silicon and supported:
         metal = kb["metal"]
         why += (f" On Apple Silicon TensorFlow reaches the GPU only through Apple's "

@@ -282,3 +282,75 @@ def check_loader_needs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "file').",
             fix=fix, source=entry["source"]))
     return out
+
+
+def check_platform_ceiling(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A platform whose last wheels of a framework are an old release (Intel Macs: torch
+    2.2.2) and the framework absent -> warning naming that release, with a Python and NumPy it
+    installs with. Rosetta on Apple Silicon is env.rosetta's (an arm64 Python gets new wheels)."""
+    out: list[Finding] = []
+    for entry in kb.get("platform_ceilings", []):
+        if snap.host.os != entry["os"] or snap.host.machine != entry["machine"]:
+            continue
+        if snap.host.rosetta or snap.has(entry["framework"]):
+            continue
+        name = DISPLAY.get(entry["framework"], entry["framework"])
+        pins = f"'{entry['framework']}=={entry['last']}'"
+        numpy = snap.version_of("numpy")
+        if entry.get("numpy") and numpy and not matches(numpy, entry["numpy"]):
+            pins += f" 'numpy{entry['numpy']}'"
+        fix = f"pip install {pins}"
+        py = snap.host.python_version
+        if py and not matches(py, entry["python"]):
+            fix = (f"python3.12 -m venv .venv && . .venv/bin/activate && {fix}  # {name} "
+                   f"{entry['last']} has wheels for Python {entry['python']}, not {py}")
+        out.append(Finding(
+            "platform.last-release",
+            "warning",
+            f"{name} stopped publishing wheels for {entry['what']} after {entry['last']}",
+            observed=(f"{snap.host.os} {snap.host.machine} (not Rosetta), Python {py or '?'}; "
+                      f"{entry['framework']} not installed"),
+            why=(f"pip finds no {name} newer than {entry['last']} for {snap.host.machine} "
+                 f"macOS: 'No matching distribution' for a newer pin is the platform, not the "
+                 "index. Newer releases need an arm64 Mac, another machine, or a source build."),
+            fix=fix,
+            source=entry["source"],
+        ))
+    return out
+
+
+_MACOSX_TAG = re.compile(r"macosx_(\d+)_(\d+)_")
+
+
+def check_wheel_newer_than_os(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A binary wheel whose platform tag names a newer macOS than this Mac runs -> error.
+
+    pip never picks such a wheel for this OS, so it came another way (bundled with an app,
+    downloaded with --platform, copied from another Mac); its binaries use the newer OS's
+    frameworks (MLX's macOS 26 wheels carry a Metal-4 metallib that macOS 15 cannot load)."""
+    host = major_minor(snap.host.macos_version)
+    if snap.host.os != "Darwin" or not host:
+        return []
+    out: list[Finding] = []
+    for dist, tag in sorted(snap.wheel_platform_tags.items()):
+        m = _MACOSX_TAG.match(tag)
+        if not m or (int(m.group(1)), int(m.group(2))) <= host[:2]:
+            continue
+        built = f"{m.group(1)}.{m.group(2)}" if m.group(2) != "0" else m.group(1)
+        version = snap.version_of(dist)
+        pin = f"'{dist}=={version}'" if version else dist
+        out.append(Finding(
+            "platform.wheel-newer-than-os",
+            "error",
+            f"{dist} is a wheel built for macOS {built}; this Mac runs macOS "
+            f"{snap.host.macos_version}",
+            observed=f"{dist} {version or '?'}: wheel tag {tag}; macOS {snap.host.macos_version}",
+            why=(f"A wheel tagged for macOS {built} uses that OS's frameworks (MLX's macOS 26 "
+                 "builds carry a Metal language 4.0 metallib: 'not supported on this OS'). pip "
+                 "never selects it for an older macOS, so it was bundled with an app, copied or "
+                 "downloaded with --platform."),
+            fix=(f"pip install --force-reinstall --no-cache-dir {pin}  # pip picks the wheel for "
+                 f"macOS {host[0]}; or upgrade to macOS {built}"),
+            source=kb["platform_wheels"]["source"],
+        ))
+    return out

@@ -163,3 +163,40 @@ def check_libdevice_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "# the directory holding nvvm/libdevice",
             source="https://www.tensorflow.org/install/pip#linux"))
     return out
+
+
+_PTX_NEWER = re.compile(r"driver's CUDA version is (\d+\.\d+) which is older than the PTX "
+                        r"compiler version \((\d+)\.(\d+)")
+
+
+def check_driver_older_than_ptxas(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """XLA's own warning that the driver is older than the PTX compiler (ptxas) it runs ->
+    warning: update the driver; a system CUDA's ptxas first on PATH is the other culprit."""
+    out: list[Finding] = []
+    for name, probe in sorted(snap.frameworks.items()):
+        first_use = str(probe.extra.get("first_use_error", ""))
+        text = "\n".join([*probe.messages, probe.error, first_use])
+        m = _PTX_NEWER.search(text)
+        if not m:
+            continue
+        driver_cuda, ptx = m.group(1), f"{m.group(2)}.{m.group(3)}"
+        nvcc = snap.version_of("nvidia-cuda-nvcc-cu12")
+        failed = "ptxas" in first_use.lower()
+        out.append(Finding(
+            "cuda.driver-older-than-ptxas",
+            "error" if failed else "warning",
+            f"The NVIDIA driver (CUDA {driver_cuda}) is older than the PTX compiler (ptxas "
+            f"{ptx}) {DISPLAY.get(name, name)} compiles with",
+            observed=(f"{DISPLAY.get(name, name)} says: driver CUDA {driver_cuda} < PTX compiler "
+                      f"{ptx}" + (f"; nvidia-cuda-nvcc-cu12 {nvcc}" if nvcc else "")
+                      + ("; its first compilation failed in ptxas" if failed else "")),
+            why=("XLA turns kernels into GPU code with ptxas: the nvidia-cuda-nvcc-cu12 wheel's, "
+                 "or the first ptxas on PATH (a system CUDA's bin/). The driver must load what "
+                 "it emits: with an older driver XLA compiles serially (slow first steps), and a "
+                 "ptxas that does not match this jaxlib fails the compilation."),
+            fix=(f"update the NVIDIA driver to one for CUDA >= {ptx} (the message's advice); if "
+                 "`which ptxas` is a system CUDA's (e.g. /usr/local/cuda-*/bin), take that bin off "
+                 "PATH so the wheel's ptxas runs"),
+            source=kb["ptxas"]["source"],
+        ))
+    return out

@@ -273,6 +273,17 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             why=f"No {gfx[:6]}x target is in PyTorch's ROCm wheels, so HSA_OVERRIDE_GFX_VERSION "
                 "has no sibling to name; every GPU op fails with 'invalid device function'.",
             fix=src["fix"].format(gfx=gfx), source=src["source"])]
+    if rule.get("unreliable"):
+        return [Finding(
+            "rocm.gfx-not-in-build", "error",
+            f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx}), and posing as "
+            f"{rule['override']} is not reliable",
+            observed=f"GPU {gfx}; torch {probe.version} carries {' '.join(arch) or '?'}",
+            why=f"No release wheel is built for {gfx}; HSA_OVERRIDE_GFX_VERSION="
+                f"{rule['override']} makes it visible, but {rule['unreliable']}.",
+            fix=kb["rocm_from_source"]["fix"].format(gfx=gfx)
+            + f"; HSA_OVERRIDE_GFX_VERSION={rule['override']} only for a quick try",
+            source=rule["source"])]
     return [Finding(
         "rocm.gfx-not-in-build", "error",
         f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx})",
