@@ -21,6 +21,7 @@ from pathlib import Path
 
 from devicebench.advisor.budget import LEAST_ROUNDS
 from devicebench.advisor.candidates import candidate_space, headline_partner, is_compute_heavy
+from devicebench.advisor.facts import WorkloadFacts
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.trials.blocks import TARGET_BLOCK_SECONDS
@@ -53,17 +54,16 @@ class LeastCost:
 
 
 def first_batch(baseline: TrialSpec, snapshot: EnvSnapshot, *,
-                allow_batch_change: bool = False, workload_batch_size: int | None = None,
-                workload_tags: tuple[str, ...] = (),
-                workload_flops_per_step: float | None = None, **_: object
+                allow_batch_change: bool = False, facts: WorkloadFacts | None = None
                 ) -> list[TrialSpec]:
     """What advise sets up first (never cut): the baseline and the headline's partner,
-    else the first candidate — as :func:`devicebench.advisor.advice.advise_workload`
-    orders them. Other workload facts are accepted and ignored."""
+    else the first candidate — as
+    :func:`devicebench.advisor.workload_search.search_workload` orders them."""
+    facts = facts or WorkloadFacts()
     candidates = candidate_space(
         baseline, snapshot, allow_batch_change=allow_batch_change,
-        workload_batch_size=workload_batch_size,
-        compute_heavy=is_compute_heavy(workload_flops_per_step, workload_tags))
+        workload_batch_size=facts.batch_size,
+        compute_heavy=is_compute_heavy(facts.flops_per_step, facts.tags))
     partner = headline_partner(baseline, snapshot)
     return [baseline, *([partner] if partner is not None else candidates[:1])]
 
@@ -140,16 +140,16 @@ def check_budget_floor(budget: float, least: LeastCost | None) -> None:
 
 
 def refuse_short_budget(db: str | Path | None, snapshot: EnvSnapshot, baseline: TrialSpec,
-                        budget: float, equivalence_steps: int, facts: dict[str, object],
+                        budget: float, equivalence_steps: int, facts: WorkloadFacts,
                         allow_batch_change: bool = False) -> None:
     """:func:`check_budget_floor` on the first batch advise would set up for
-    ``baseline`` (``facts``: :func:`devicebench.advisor.job.workload_facts`), from this
+    ``baseline`` (``facts``: :func:`devicebench.advisor.facts.workload_facts`), from this
     machine's stored trials in ``db``.
 
     Raises:
         InputError: the budget is below the measured floor.
     """
     specs = first_batch(baseline, snapshot, allow_batch_change=allow_batch_change,
-                        **facts)  # type: ignore[arg-type]
+                        facts=facts)
     check_budget_floor(budget, least_cost(specs, stored_trials(db, snapshot, specs),
                                           equivalence_steps))

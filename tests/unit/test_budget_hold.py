@@ -115,7 +115,7 @@ def test_with_room_the_final_replicates_and_reaches_its_rounds():
 
 def test_advise_reports_where_the_time_went_and_what_the_budget_cut():
     slow = SlowRounds(factor=20.0)
-    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=30,
+    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=30, equivalence_steps=50,
                              start_group=slow.start, clock=slow.clock)
     report = advice.to_dict()["budget"]
     assert report["limited"] and report["cuts"]
@@ -123,7 +123,7 @@ def test_advise_reports_where_the_time_went_and_what_the_budget_cut():
     assert {"least set-up", "least rounds"} <= set(report["phases_s"])
     assert advice.elapsed_s <= 1.1 * 30
     roomy = FakeGroup(STEPS)
-    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=1e6,
+    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=1e6, equivalence_steps=50,
                              start_group=roomy.start, clock=roomy.clock)
     assert advice.budget["limited"] is False and advice.budget["cuts"] == []
 
@@ -132,7 +132,7 @@ def test_an_overrun_of_the_least_says_what_it_cost_and_the_budget_that_fits():
     # Set-ups of 2 s each and rounds of ~7 s: a 10 s budget cannot hold the least a
     # comparison needs, and the advice says so with the figures.
     slow = SlowRounds(factor=100.0)
-    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=10,
+    advice = advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=10, equivalence_steps=50,
                              start_group=slow.start, clock=slow.clock)
     assert advice.elapsed_s > 11
     (note,) = [n for n in advice.notes if n.startswith("took ")]
@@ -147,7 +147,7 @@ def test_the_first_batch_is_what_advise_sets_up_first():
     from devicebench.advisor.floor import first_batch
 
     fake = FakeGroup()
-    advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120,
+    advise_workload("seed-rnn", _snap(), baseline=BASE, budget_s=120, equivalence_steps=50,
                     start_group=fake.start, clock=fake.clock)
     assert first_batch(BASE, _snap()) == fake.order[:2]
 
