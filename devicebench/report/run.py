@@ -112,6 +112,18 @@ def render_comparison(rows: list[ComparisonRow], *, console: Console | None = No
         r = row.result
         if r.data_note and r.spec.workload not in seen_data:
             seen_data.add(r.spec.workload)
-            lines.append(f"{r.spec.workload}: data: {r.data_note}")
+            lines.append(f"{r.spec.workload}: data: {plain_data_note(r.data_note)}")
     for line in lines:
         con.print(f"  {line}", markup=False, highlight=False)
+
+
+# Notes stored by earlier versions (and in the shipped profiles and bundles) named the
+# forum report by the project's own label; a user never saw that name.
+_LEGACY_NOTE_WORDS = {"seed 000's generator": "the forum script's generator"}
+
+
+def plain_data_note(note: str) -> str:
+    """A trial's data note as the user reads it (legacy project labels worded out)."""
+    for old, new in _LEGACY_NOTE_WORDS.items():
+        note = note.replace(old, new)
+    return note
