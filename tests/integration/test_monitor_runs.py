@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def test_history_report_export_import_of_a_monitored_fit(tmp_path: Path) -> None
                   env=env)
     assert res.returncode == 0 and "trained" in res.stdout, res.stderr[-3000:]
     (summary_line,) = [ln for ln in res.stderr.splitlines() if "devicebench monitor:" in ln]
-    assert "steady " in summary_line and "ms/step" in summary_line
+    # The unit follows the figure (971 µs/step on a quiet run here, ms under load).
+    assert re.search(r"steady [\d.,]+ (µs|ms|s)/step", summary_line), summary_line
     with (tmp_path / "steps.csv").open() as f:
         assert sum(r["row"] == "epoch" for r in csv.DictReader(f)) == 3
     if has_module("tensorboard"):
