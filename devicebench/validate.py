@@ -197,3 +197,18 @@ def check_doctor_request(script: Any, frameworks: Any, timeout: Any, snapshot: A
                              fix="drop --frameworks, or drop --snapshot to probe this machine")
     LIMITS["doctor_timeout"].check("timeout", timeout)
     _flag("concurrent", concurrent)
+
+
+STDOUT = "-"  # a file option given as `-` means stdout
+
+
+def is_stdout(path: Path | str | None) -> bool:
+    """True when a file option was given as ``-``: the output goes to stdout."""
+    return path is not None and str(path) == STDOUT
+
+
+def refuse_stdout(path: Path | str | None, option: str, why: str, fix: str) -> None:
+    """One line and exit 2 when ``-`` (stdout) was given to an option that cannot write
+    there (a directory, or a file written while a script owns stdout)."""
+    if is_stdout(path):
+        raise InputError(f"{option} - (stdout) is not possible here", why=why, fix=fix)

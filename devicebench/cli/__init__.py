@@ -19,6 +19,9 @@ from devicebench.cli.calls import calls
 from devicebench.errors import DevicebenchError
 from devicebench.jobs.main import main_job
 
+# `-` as a file: one test and one refusal for the CLI and the jobs.
+from devicebench.validate import STDOUT, is_stdout, refuse_stdout  # noqa: F401
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 DB_HELP = ("SQLite results file (default: $DEVICEBENCH_DB, else results.db in the user data "
@@ -49,14 +52,6 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-STDOUT = "-"
-
-
-def is_stdout(path: Path | str | None) -> bool:
-    """True when a file option was given as ``-``: the output goes to stdout."""
-    return path is not None and str(path) == STDOUT
-
-
 def write_output(path: Path, text: str, what: str) -> bool:
     """Write ``text`` to the file ``path``, or to stdout when ``path`` is ``-``.
 
@@ -82,15 +77,6 @@ def write_output(path: Path, text: str, what: str) -> bool:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}",
                          fix="pass a path in a writable directory, or - for stdout") from None
     return False
-
-
-def refuse_stdout(path: Path | str | None, option: str, why: str, fix: str) -> None:
-    """One line and exit 2 when ``-`` (stdout) was given to an option that cannot write
-    there (a directory, or a file written while a script owns stdout)."""
-    if is_stdout(path):
-        from devicebench.errors import InputError
-
-        raise InputError(f"{option} - (stdout) is not possible here", why=why, fix=fix)
 
 
 def say(message: str, *, to_stderr: bool = False) -> None:

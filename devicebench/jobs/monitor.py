@@ -95,16 +95,13 @@ def check_targets(*, csv: Path | None, tensorboard: Path | None, db: Path | None
     written."""
     from devicebench.errors import DevicebenchError
     from devicebench.store import ResultStore
+    from devicebench.validate import refuse_stdout
 
-    if csv is not None and str(csv) == "-":
-        raise InputError("--csv - (stdout) is not possible here",
-                         why="the script's own output (and Keras' progress bar) goes to "
-                             "stdout while the monitor writes its rows",
-                         fix="pass a file name, e.g. --csv steps.csv")
-    if tensorboard is not None and str(tensorboard) == "-":
-        raise InputError("--tensorboard - (stdout) is not possible here",
-                         why="TensorBoard reads event files from a directory",
-                         fix="pass a directory, e.g. --tensorboard logs")
+    refuse_stdout(csv, "--csv", why="the script's own output (and Keras' progress bar) "
+                  "goes to stdout while the monitor writes its rows",
+                  fix="pass a file name, e.g. --csv steps.csv")
+    refuse_stdout(tensorboard, "--tensorboard", why="TensorBoard reads event files from "
+                  "a directory", fix="pass a directory, e.g. --tensorboard logs")
     if csv is not None:
         if csv.is_dir():
             raise InputError(f"--csv {csv} is a directory",
