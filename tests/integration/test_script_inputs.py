@@ -19,20 +19,8 @@ import pytest
 from devicebench.workloads.script import capture_script
 from tests.conftest import requires_jax, requires_tf
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "scripts" / "advise"
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEVICEBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
-    monkeypatch.delenv("KERAS_BACKEND", raising=False)
-
-
-def _copy(name: str, tmp_path: Path) -> str:
-    shutil.copy(SCRIPTS / name, tmp_path / name)
-    return str(tmp_path / name)
+# The fixture scripts, the per-test capture cache and the copy helper: test_script_capture's.
+from tests.integration.test_script_capture import ROOT, SCRIPTS, _cache, _copy  # noqa: F401
 
 
 @requires_tf
