@@ -128,7 +128,7 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
         budget.cut(line)
         rep.notes.append(line)
     elif keys and (line := undecided_line(group, keys[0], budget, round_cost, rep,
-                                          replicas_cost)):
+                                          replicas_cost, precise)):
         if line.startswith("budget was the limit"):
             budget.cut(line)
         rep.notes.append(line)
@@ -137,8 +137,8 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
 
 def undecided_line(group, baseline: TrialSpec, budget: SearchBudget,
                    round_cost: Callable[[dict[TrialSpec, int]], float], rep: Replication,
-                   replicas_cost: Callable[[dict[TrialSpec, int], list[TrialResult]], float]
-                   ) -> str:
+                   replicas_cost: Callable[[dict[TrialSpec, int], list[TrialResult]], float],
+                   precise: bool = False) -> str:
     """A line when the final ends with its fastest safe candidate faster than the
     baseline at the median but not significantly (its speed-up's CI spans 1): that it
     may be faster, by how much, and whether a larger budget could tell — from the
@@ -168,8 +168,10 @@ def undecided_line(group, baseline: TrialSpec, budget: SearchBudget,
         return said + (f"more than the final's {FINAL_MAX_ROUNDS} rounds would be needed "
                        f"to tell them apart (about {need} at this CI's width); {noise}")
     now = {s: group.processes(s) for s in group.live}
-    if round_cost(now) <= budget.rounds_left():  # stopped with time left: CIs narrow
-        return said + f"every step time's CI was already within {PRECISE:.0%}; {noise}"
+    if round_cost(now) <= budget.rounds_left():  # stopped with time left
+        why = (f"every step time's CI was already within {PRECISE:.0%}" if precise
+               else "the final's rounds ended with time left")
+        return said + f"{why}; {noise}"
     after = dict(now)
     if not any(n.startswith("replication off") for n in rep.notes):
         after.update({k: max(now.get(k, 1), MIN_PROCESSES)

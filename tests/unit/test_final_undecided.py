@@ -10,9 +10,16 @@ time.
 
 from __future__ import annotations
 
-from devicebench.advisor.budget import FINAL_MAX_ROUNDS
+from dataclasses import replace
+
+from devicebench.advisor.advice import decided
+from devicebench.advisor.budget import FINAL_MAX_ROUNDS, SearchBudget
+from devicebench.advisor.final import final_comparison
 from devicebench.profiles import load_profile
 from devicebench.profiles.replay import replay_advise
+from tests.unit.test_advise import BASE, FakeGroup
+
+JAX = BASE.with_(backend="jax")
 
 BF16 = "jax/gpu:0 precision=mixed_bfloat16"
 
@@ -68,3 +75,41 @@ def test_replication_off_measures_one_process_each_and_costs_less_time():
     # Same verdict, without the second processes' imports, set-ups and rounds.
     assert off.recommended == on.recommended
     assert spent_off < spent_on
+
+
+class StopsEarly(FakeGroup):
+    """A group whose rounds end after ``stop`` rounds with time left (as the engine
+    stops once every step time's CI is within its target), the candidate's rounds
+    scattered ±6% around a 4% speed-up."""
+
+    NOISE = [0.94, 1.0, 1.06, 0.97, 1.03, 0.95, 1.05, 1.0]
+
+    def __init__(self, stop: int) -> None:
+        super().__init__({BASE: 0.007, JAX: 0.007 / 1.04})
+        self.stop = stop
+
+    def measure(self, options, enough=None):
+        ran = 0
+        while self.rounds_done < max(options.min_rounds, self.stop):
+            for s in self.live:
+                r = self.results[s]
+                step = self.steps[s] * (self.NOISE[self.rounds_done % 8] if s == JAX else 1)
+                self.results[s] = replace(r, block_seconds=(*r.block_seconds, 10 * step),
+                                          block_rounds=(*r.block_rounds, self.rounds_done))
+                self.now += 10 * step
+            self.rounds_done += 1
+            ran += 1
+        return ran
+
+
+def test_an_open_answer_with_time_left_says_the_difference_is_noise_not_the_budget():
+    group = StopsEarly(stop=8)
+    budget = SearchBudget(600.0, clock=group.clock)
+    group.add([BASE, JAX])
+    rep = final_comparison(group, budget, [BASE, JAX], decided(BASE, [JAX]),
+                           replicate=False)
+    (line,) = [n for n in rep.notes if "undecided:" in n]
+    assert line.startswith("undecided: jax/cpu may be ")
+    assert "within this run's noise, so the baseline is kept" in line
+    assert "raise --budget" not in line
+    assert not any("undecided" in c for c in budget.cuts)
