@@ -9,6 +9,11 @@ advise measures its finalists costs. Regret = the sweep's best safe speed / the 
 of advise's pick in the same sweep - 1. Targets: regret <= 5%, advise's time <= 25%
 of the sweep's.
 
+``--replication both`` also runs advise with its final in one worker process per
+configuration (``replicate=False``, a library option, no CLI flag) and prints what
+replication (two or more processes for what the verdict rests on, issue 25) cost:
+its seconds and points of the sweep's time, and whether the pick changed.
+
 Live (this machine):    python bench/advisor_regret.py [WORKLOAD ...] [--budget SECONDS]
 On a machine profile:   python bench/advisor_regret.py --profile h200 [--budget 40]
   (a shipped name or a file from `devicebench profile record`): advise and the sweep are
@@ -59,6 +64,10 @@ def main() -> None:
                     "judged against the same sweep (default: 40 — the main job's — and "
                     f"{DEFAULT_BUDGET_S:g} — advise's — live; 40 on a profile)")
     ap.add_argument("--profile", help="replay on a machine profile instead of measuring")
+    ap.add_argument("--replication", choices=("on", "off", "both"), default="on",
+                    help="advise's final with replication (the default, as shipped), "
+                    "without (one worker process per configuration), or both, with "
+                    "what replication cost")
     args = ap.parse_args()
     profile = load_profile(args.profile) if args.profile else None
     try:
@@ -75,26 +84,30 @@ def main() -> None:
     for name in names:
         get_workload(name)  # an unknown name: a clear error before any work
         baseline = default_baseline(snap, name)[0]
-        runs = []  # (budget, advice, seconds, its trials' results)
+        runs = []  # (budget, replicated, advice, seconds, its trials' results)
+        modes = {"on": [True], "off": [False], "both": [True, False]}[args.replication]
         for b in budgets:
-            advised: list = []
-            if profile is not None:
-                advice, advise_s = replay_advise(profile, name, budget_s=b, baseline=baseline)
-            else:
-                t0 = time.monotonic()
-                advice = advise_workload(name, snap, baseline=baseline, budget_s=b,
-                                         equivalence_steps=default_of(advise,
-                                                                      "equivalence_steps"),
-                                         facts=workload_facts(name), on_result=advised.append)
-                advise_s = time.monotonic() - t0
-            runs.append((b, advice, advise_s, advised))
+            for rep in modes:
+                advised: list = []
+                if profile is not None:
+                    advice, advise_s = replay_advise(profile, name, budget_s=b,
+                                                     baseline=baseline, replicate=rep)
+                else:
+                    t0 = time.monotonic()
+                    advice = advise_workload(
+                        name, snap, baseline=baseline, budget_s=b,
+                        equivalence_steps=default_of(advise, "equivalence_steps"),
+                        facts=workload_facts(name), on_result=advised.append,
+                        replicate=rep)
+                    advise_s = time.monotonic() - t0
+                runs.append((b, rep, advice, advise_s, advised))
         if profile is not None:
             clock = VirtualClock()
             out = sweep(sweep_space(name, snap, baseline), budget_s=budget,
                         start_worker=replay_launcher(profile, clock), clock=clock)
         else:
             out = sweep(sweep_space(name, snap, baseline), budget_s=budget)
-        advice = runs[0][1]
+        advice = runs[0][2]
         space = list(out["results"])
         setup_s, rounds = out["setup_s"], out["rounds"]
         print(f"{name}: {advice.headline.text if advice.headline else ''}")
@@ -112,6 +125,13 @@ def main() -> None:
         print(f"{name}: sweep of {len(space)} configurations: set-up {setup_s:.0f} s, "
               f"{rounds} interleaved rounds: best {best.label} {safe[best] * 1e3:.3g} ms/step",
               flush=True)
+        picks = {run[2].recommended or baseline for run in runs}
+        if profile is not None and picks != {best} \
+                and (rec := profile.record(best)) is not None and rec.origin != "measured":
+            print(f"{name}: the sweep's best, {best.label}, is a {rec.origin} figure in the "
+                  f"profile (one median, {rec.step_seconds[0] * 1e3:.3g} ms, served for "
+                  "every block): a regret against it rests on the other side's recorded "
+                  "blocks alone, and its CI on their spread")
         # Screening's figure (set-up steps, one trial after another) against the sweep's
         # (interleaved blocks): how far off a "4x slower" from the set-up steps can be.
         print(f"    {'configuration':<45} {'ms/step':>9} {'set-up ms/step':>15} "
@@ -130,14 +150,41 @@ def main() -> None:
                 if r.status in ("timeout", "crashed") and r.stderr_tail.strip():
                     print("        its stderr ends: "
                           + r.stderr_tail.strip()[-400:].replace("\n", "\n        "))
-        for b, advice, advise_s, advised in runs:
-            report(name, b, advice, advise_s, advised, baseline, out, safe, best)
+        for b, rep, advice, advise_s, advised in runs:
+            report(name, b, advice, advise_s, advised, baseline, out, safe, best,
+                   replicated=rep)
+        if args.replication == "both":
+            for b in budgets:
+                on, off = (next(r for r in runs if r[0] == b and r[1] is m)
+                           for m in (True, False))
+                replication_cost(name, b, on, off, out["seconds"], safe, baseline)
 
 
-def report(name, budget, advice, advise_s, advised, baseline, out, safe, best) -> None:
+def replication_cost(name, budget, on, off, sweep_s, safe, baseline) -> None:
+    """What replication cost advise at ``budget``: seconds, points of the sweep's time,
+    processes, and the pick with and without it."""
+    (_, _, a_on, s_on, _), (_, _, a_off, s_off, _) = on, off
+    procs = (max(a_on.replication.processes.values(), default=1)
+             if a_on.replication else 1)
+    picks = [a.recommended or baseline for a in (a_on, a_off)]
+    regrets = [f"{safe[p] / min(safe.values()) - 1:.1%}" if p in safe else "n/a"
+               for p in picks]
+    rounds = [max((len(r.result.round_step_times) for r in a.rows), default=0)
+              for a in (a_on, a_off)]
+    how = (f"up to {procs} processes per key configuration" if procs > 1
+           else "no second process: the budget held none")
+    print(f"{name} at {budget:g} s: replication ({how}) cost {s_on - s_off:+.0f} s of "
+          "advise's time "
+          f"({s_on / sweep_s:.0%} vs {s_off / sweep_s:.0%} of the sweep's); final rounds "
+          f"{rounds[0]} vs {rounds[1]}; pick {picks[0].label} (regret {regrets[0]}) vs "
+          f"{picks[1].label} (regret {regrets[1]})", flush=True)
+
+
+def report(name, budget, advice, advise_s, advised, baseline, out, safe, best,
+           replicated: bool = True) -> None:
     """Advise's pick at ``budget`` against the sweep: regret, time share, stalls."""
     by, sweep_s = out["results"], out["seconds"]
-    name = f"{name} at {budget:g} s"
+    name = f"{name} at {budget:g} s" + ("" if replicated else ", one process each")
     pick = advice.recommended or baseline
     if pick not in safe:
         print(f"{name}: advise picked {pick.label}, which the sweep could not confirm")

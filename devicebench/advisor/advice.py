@@ -168,6 +168,7 @@ def advise_workload(
     on_event=None,
     clock: Callable[[], float] = time.monotonic,
     cpu_rate: Callable[[], float] | None = cpu_matmul_gflops,
+    replicate: bool = True,
 ) -> AdviceResult:
     """Answer the accelerator question, search, compare the finalists with the baseline
     (:func:`search_workload`), then word the verdict, the reasons and the code
@@ -194,6 +195,8 @@ def advise_workload(
             :func:`devicebench.profiles.replay.replay_advise`.
         clock: the budget's clock (a replay's virtual clock).
         cpu_rate: measures the CPU's matmul rate when no figures say it (None: never).
+        replicate: measure what the verdict rests on in two or more worker processes
+            (the default); False: one each, to measure what replication costs.
 
     Raises:
         devicebench.errors.DevicebenchError: bad input.
@@ -214,7 +217,7 @@ def advise_workload(
     found = search_workload(
         snapshot, baseline=baseline, budget_s=budget_s, equivalence_steps=equivalence_steps,
         facts=facts, epochs=epochs, allow_batch_change=allow_batch_change,
-        device_figures=device_figures, clock=clock,
+        device_figures=device_figures, clock=clock, replicate=replicate,
         start_group=start_group or engine_group(on_result=on_result, on_event=on_event,
                                                 clock=clock))
     words = word_advice(found, snapshot, facts=facts, figures=figures,

@@ -31,6 +31,7 @@ from devicebench.trials.spec import TrialSpec
 # estimated cost, it ends before what the final needs.
 MIN_RESERVE_SHARE = 0.15
 FINAL_MIN_ROUNDS = 6
+FINAL_MAX_ROUNDS = 30  # the final's most rounds (also the regret bench's sweep's)
 FINAL_TRIALS = 4  # the baseline, the headline's partner and two finalists
 RUNG_ROUNDS = 4
 # The most a knob flip (jit, precision, input pipeline, threads) on the same backend and
@@ -197,9 +198,9 @@ class SearchBudget:
 
     def more_final_options(self, least: int) -> RunOptions:
         """More rounds of the final, at least ``least`` in all (rounds a new process
-        needs, already paid for), at most 30; each further one only while a round like
+        needs, already paid for), at most FINAL_MAX_ROUNDS; each further one only while a round like
         the last ends before the budget less the search's end."""
-        return RunOptions(min_rounds=least, max_rounds=max(30, least),
+        return RunOptions(min_rounds=least, max_rounds=max(FINAL_MAX_ROUNDS, least),
                           budget_seconds=max(0.0, self.rounds_left()),
                           block_timeout=self.block_timeout,
                           whole_epoch_seconds=self.final_whole_epoch_s)

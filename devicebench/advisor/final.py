@@ -10,11 +10,19 @@ at 40 s took 68 s. Measured first, the rounds' real cost decides.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
-from devicebench.advisor.budget import FINAL_MIN_ROUNDS, LEAST_ROUNDS, SearchBudget
+from devicebench.advisor.budget import (
+    FINAL_MAX_ROUNDS,
+    FINAL_MIN_ROUNDS,
+    LEAST_ROUNDS,
+    SearchBudget,
+)
+from devicebench.advisor.search import rejection
+from devicebench.measure.stats import paired_ratio
 from devicebench.trials.options import RunOptions
-from devicebench.trials.replication import Replication, replicate_keys
+from devicebench.trials.replication import MIN_PROCESSES, Replication, replicate_keys
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 
@@ -26,7 +34,7 @@ Enough = Callable[[dict[TrialSpec, TrialResult]], bool]
 
 
 def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
-                     enough: Enough) -> Replication:
+                     enough: Enough, *, replicate: bool = True) -> Replication:
     """Measure ``group``'s live trials (the baseline and the finalists) to an answer.
 
     1. The least: LEAST_ROUNDS interleaved rounds (with each trial's warm-up), never cut.
@@ -38,8 +46,10 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
        rounds in all) or the next round would end past the budget.
 
     ``group`` is a :class:`~devicebench.trials.engine.TrialGroup` (or a replay's).
-    Whatever the budget left out is recorded with ``budget.cut``. Returns what
-    replication did.
+    ``replicate=False`` skips step 2 (one process each: what replication costs, for
+    ``bench/advisor_regret.py``). Whatever the budget left out is recorded with
+    ``budget.cut``; an answer still open at the end (the fastest candidate's CI spans
+    1) is said too (:func:`undecided_line`). Returns what replication did.
     """
     def live() -> list[TrialResult]:
         return [group.results[s] for s in group.live]
@@ -95,9 +105,13 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
         return blocks + LEAST_ROUNDS * max(0.0, extra)
 
     t0, rounds_before = budget.clock(), budget.phases.get("final", 0.0)
-    rep = replicate_keys(group, keys, left=budget.rounds_left, measure=more,
-                         cost=replicas_cost,
-                         margin=MEASURED_MARGIN)
+    if replicate:
+        rep = replicate_keys(group, keys, left=budget.rounds_left, measure=more,
+                             cost=replicas_cost, margin=MEASURED_MARGIN)
+    else:
+        more()
+        rep = Replication({k: group.processes(k) for k in keys if k in group.live},
+                          notes=["replication off: one worker process per configuration"])
     # Starting the extra processes: the call's time less the rounds measured inside it.
     budget.phases["replication"] = (budget.clock() - t0
                                     - (budget.phases.get("final", 0.0) - rounds_before))
@@ -113,4 +127,58 @@ def final_comparison(group, budget: SearchBudget, keys: list[TrialSpec],
                 "is clear): its CIs are wider than they would be; raise --budget")
         budget.cut(line)
         rep.notes.append(line)
+    elif keys and (line := undecided_line(group, keys[0], budget, round_cost, rep,
+                                          replicas_cost, precise)):
+        if line.startswith("budget was the limit"):
+            budget.cut(line)
+        rep.notes.append(line)
     return rep
+
+
+def undecided_line(group, baseline: TrialSpec, budget: SearchBudget,
+                   round_cost: Callable[[dict[TrialSpec, int]], float], rep: Replication,
+                   replicas_cost: Callable[[dict[TrialSpec, int], list[TrialResult]], float],
+                   precise: bool = False) -> str:
+    """A line when the final ends with its fastest safe candidate faster than the
+    baseline at the median but not significantly (its speed-up's CI spans 1): that it
+    may be faster, by how much, and whether a larger budget could tell — from the
+    CI's width, about ``n (half-width / (speed-up - 1))^2`` rounds (a CI narrows as
+    the square root of its rounds) — when the budget stopped the rounds; when the
+    final's round cap or its CIs' precision did, that the difference is within the
+    run's noise. "" when there is nothing open."""
+    base = group.results.get(baseline)
+    if base is None or base.status != "ok" or not base.round_step_times:
+        return ""
+    open_ = [(q, s) for s in group.live if s != baseline
+             and (r := group.results[s]).status == "ok" and r.round_step_times
+             and not rejection(r, baseline)
+             and (q := paired_ratio(base.round_step_times, r.round_step_times))]
+    if not open_:
+        return ""
+    q, spec = max(open_, key=lambda p: p[0].value)
+    if q.value <= 1 or q.ci_low > 1:
+        return ""  # nothing faster, or decided (choose() weighs it)
+    done = group.rounds_done
+    said = (f"undecided: {spec.label} may be {q.value - 1:.0%} faster than "
+            f"{baseline.label} ({q.value:.2f}x [95% CI {q.ci_low:.2f}-{q.ci_high:.2f}] over "
+            f"{done} interleaved rounds), but not significantly: ")
+    need = math.ceil(done * ((q.value - q.ci_low) / (q.value - 1)) ** 2)
+    noise = "the difference is within this run's noise, so the baseline is kept"
+    if done >= FINAL_MAX_ROUNDS or need > FINAL_MAX_ROUNDS:
+        return said + (f"more than the final's {FINAL_MAX_ROUNDS} rounds would be needed "
+                       f"to tell them apart (about {need} at this CI's width); {noise}")
+    now = {s: group.processes(s) for s in group.live}
+    if round_cost(now) <= budget.rounds_left():  # stopped with time left
+        why = (f"every step time's CI was already within {PRECISE:.0%}" if precise
+               else "the final's rounds ended with time left")
+        return said + f"{why}; {noise}"
+    after = dict(now)
+    if not any(n.startswith("replication off") for n in rep.notes):
+        after.update({k: max(now.get(k, 1), MIN_PROCESSES)
+                      for k in rep.processes if k in group.live})
+    new = [group.results[k] for k, n in after.items() for _ in range(n - now.get(k, 1))]
+    extra = (replicas_cost(after, new) if new else 0.0) + (need - done) * round_cost(after)
+    fits = 10 * math.ceil((budget.elapsed() + extra + budget.tail_s) / 10)
+    return ("budget was the limit: " + said
+            + f"at this CI's width about {need} rounds would tell (if the difference "
+            f"holds): raise --budget (to about {fits} s)")

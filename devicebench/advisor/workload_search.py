@@ -106,10 +106,13 @@ def search_workload(
     device_figures: dict[str, DeviceFigures] | None = None,
     start_group: StartGroup,
     clock: Callable[[], float] = time.monotonic,
+    replicate: bool = True,
 ) -> SearchOutcome:
     """Search the candidate space within ``budget_s`` (one group of workers, pruned by
     successive halving), then measure the finalists interleaved with the baseline until
-    the answer is decided or the budget ends: the figures, not yet the words."""
+    the answer is decided or the budget ends: the figures, not yet the words.
+    ``replicate=False``: the final measures each configuration in one worker process
+    (what replication costs; see :func:`devicebench.advisor.final.final_comparison`)."""
     budget = SearchBudget(budget_s, clock=clock)
     candidates = candidate_space(
         baseline, snapshot, allow_batch_change=allow_batch_change,
@@ -136,7 +139,8 @@ def search_workload(
                      key=lambda s: outcomes[s].median_step_s or float("inf"), default=None)
         replication = final_comparison(
             group, budget, [baseline, *([partner] if partner else []),
-                            *([winner] if winner else [])], decided(baseline, finalists))
+                            *([winner] if winner else [])], decided(baseline, finalists),
+            replicate=replicate)
         budget.finished(group)
     finally:
         group.close()  # an interrupted search leaves no worker behind

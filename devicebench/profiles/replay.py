@@ -209,11 +209,12 @@ def replay_launcher(profile: MachineProfile, clock: VirtualClock
 
 def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
                   baseline: TrialSpec | None = None, epochs: int | None = None,
-                  equivalence_steps: int = 20, on_result=None):
+                  equivalence_steps: int = 20, on_result=None, replicate: bool = True):
     """Run the unchanged advisor on ``profile``'s recorded ``workload``: its snapshot,
     device figures and trials, on a virtual clock that advances by what each step cost
     there. The baseline defaults to what the main job would pick on that machine;
-    ``on_result(result)`` sees each replayed trial as advise's own callback does.
+    ``on_result(result)`` sees each replayed trial as advise's own callback does;
+    ``replicate=False`` measures the final in one process per configuration.
 
     Returns:
         (the :class:`devicebench.advisor.advice.AdviceResult`, seconds the advisor
@@ -251,7 +252,7 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
         device_figures=figures, baseline_reason=why,
         start_group=engine_group(start_worker=replay_launcher(profile, clock), clock=clock,
                                  on_result=on_result),
-        clock=clock, cpu_rate=None)
+        clock=clock, cpu_rate=None, replicate=replicate)
     if any(r.result.processes > 1 for r in advice.rows):
         advice = replace(advice, notes=[
             *advice.notes,
