@@ -57,6 +57,26 @@ class RawHost:
     rocminfo: str = ""  # `rocminfo` output ("" without ROCm)
 
 
+def rocm_agents_from_rocminfo(text: str) -> tuple[list[str], str]:
+    """rocminfo's GPU agents, in its order, and its own error line if it printed one.
+
+    Example:
+        >>> rocm_agents_from_rocminfo("Name: gfx1102\\nMarketing Name: AMD Radeon RX 7600\\n")
+        (['gfx1102 AMD Radeon RX 7600'], '')
+    """
+    agents: list[str] = []
+    for line in text.splitlines():
+        name = re.match(r"\s*Name:\s*(gfx\w+)\s*$", line)
+        market = re.match(r"\s*Marketing Name:\s*(.+?)\s*$", line)
+        if name:
+            agents.append(name.group(1))
+        elif market and agents and " " not in agents[-1]:
+            agents[-1] += " " + market.group(1)
+    error = re.search(r"^.*(?:Unable to open /dev/kfd|Permission denied|HSA_STATUS_ERROR).*$",
+                      text, re.M)
+    return agents, error.group(0).strip() if error else ""
+
+
 def host_from_raw(raw: RawHost) -> HostInfo:
     """Interpret raw host facts: OS version (parsed once, here), Rosetta, CPU.
 
@@ -91,8 +111,12 @@ def host_from_raw(raw: RawHost) -> HostInfo:
         if host.machine == "arm64":
             host.apple_chip = host.cpu_model if host.cpu_model.startswith("Apple") else "Apple"
     elif raw.system == "Linux":
-        host.wsl = "microsoft" in raw.kernel_release.lower()
+        kernel_release = raw.kernel_release.lower()
+        host.wsl_version = (1 if re.search(r"-microsoft$", kernel_release)
+                            else 2 if "microsoft" in kernel_release else 0)
+        host.wsl = host.wsl_version == 2
         host.amd_gpus = sorted(set(re.findall(r"^\s*Name:\s*(gfx\w+)", raw.rocminfo, re.M)))
+        host.amd_agents, host.rocm_error = rocm_agents_from_rocminfo(raw.rocminfo)
         kernel = f"(kernel {raw.kernel_release})" if raw.kernel_release else ""
         host.os_version = " ".join(p for p in (raw.os_release_name, kernel) if p)
         model = re.search(r"^model name\s*:\s*(.+)$", raw.cpuinfo, re.M)

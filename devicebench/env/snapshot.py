@@ -61,6 +61,9 @@ TRACKED_ENV_VARS: tuple[str, ...] = (
     "PYTORCH_CUDA_ALLOC_CONF",
     "LD_LIBRARY_PATH",
     "CONDA_PREFIX",
+    "HSA_OVERRIDE_GFX_VERSION",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
 )
 
 
@@ -88,8 +91,12 @@ class HostInfo:
     apple_chip: str = ""  # "Apple M1 Ultra" on Apple Silicon, "" elsewhere
     python_prefix: str = ""  # sys.prefix
     conda_env: bool = False  # sys.prefix is a conda environment (has conda-meta/)
-    wsl: bool = False  # Linux under WSL2 (the kernel release names "microsoft")
+    wsl: bool = False  # Linux under WSL2 (the kernel release names "microsoft-standard")
+    wsl_version: int = 0  # 1: WSL 1 (kernel "4.4.0-NNNNN-Microsoft", no GPU access), 2, 0: none
     amd_gpus: list[str] = field(default_factory=list)  # gfx targets from rocminfo ("gfx1031")
+    # rocminfo's GPU agents in its order (the HIP device order): "gfx1102 AMD Radeon RX 7600 XT"
+    amd_agents: list[str] = field(default_factory=list)
+    rocm_error: str = ""  # rocminfo's own error line ("Unable to open /dev/kfd ...")
 
 
 @dataclass

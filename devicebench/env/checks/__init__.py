@@ -25,6 +25,7 @@ from devicebench.env.checks.apple import (
     check_tensorflow_macos,
     check_xla_off_apple,
 )
+from devicebench.env.checks.build_tags import check_build_tags
 from devicebench.env.checks.framework_failures import check_probe_failures, defer_generic_fixes
 from devicebench.env.checks.frameworks import (
     check_keras3_old_tf,
@@ -58,6 +59,14 @@ from devicebench.env.checks.reported import (
     check_shadowed_wheel_libs,
     check_wheel_libs_not_on_path,
 )
+from devicebench.env.checks.rocm import (
+    check_kfd_permission,
+    check_override_masks_all,
+    check_rocm_arch,
+    check_torch_not_rocm,
+    check_wsl1,
+    check_wsl_rocm,
+)
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
     check_jax_jaxlib,
@@ -65,7 +74,6 @@ from devicebench.env.checks.stack import (
     check_mask_set_too_late,
     check_python_supported,
     check_requires,
-    check_rocm_arch,
     check_stack_skew,
     check_windows_no_gpu,
 )
@@ -88,6 +96,7 @@ CHECKS: list[Check] = [
     check_jax_jaxlib,
     check_jax_plugin_release,
     check_requires,
+    check_build_tags,
     check_windows_dll_load,
     check_wsl_libcuda,
     check_shadowed_wheel_libs,
@@ -99,6 +108,11 @@ CHECKS: list[Check] = [
     check_loader_needs,
     check_gpu_arch_in_build,
     check_gpu_min_compute,
+    check_wsl1,
+    check_kfd_permission,
+    check_torch_not_rocm,
+    check_wsl_rocm,
+    check_override_masks_all,
     check_rocm_arch,
     check_mask_set_too_late,
     check_libdevice_missing,

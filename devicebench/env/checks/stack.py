@@ -249,53 +249,6 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     return out
 
 
-def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
-    """A ROCm build without kernels for this AMD GPU: the supported sibling to pose as."""
-    probe = snap.frameworks.get("torch")
-    if probe is None or not probe.build.get("is_rocm_build"):
-        return []
-    gfx = str(probe.extra.get("gcn_arch") or "") or next(iter(snap.host.amd_gpus), "")
-    arch = probe.build.get("arch_list") or []
-    failed = bool(probe.reported.get("no_kernel_image"))
-    if not gfx or (arch and gfx in arch) or (not arch and not failed):
-        return []
-    if snap.env_vars.get("HSA_OVERRIDE_GFX_VERSION"):
-        return []
-    rule = next((r for r in kb["rocm_overrides"] if gfx.startswith(r["family"])), None)
-    if rule is None:
-        src = kb["rocm_from_source"]
-        return [Finding(
-            "rocm.gfx-not-in-build", "error",
-            f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx}), and no supported "
-            "target to pose as",
-            observed=f"GPU {gfx}; torch {probe.version} carries {' '.join(arch) or '?'}"
-                     + ("; first op: HIP error: invalid device function" if failed else ""),
-            why=f"No {gfx[:6]}x target is in PyTorch's ROCm wheels, so HSA_OVERRIDE_GFX_VERSION "
-                "has no sibling to name; every GPU op fails with 'invalid device function'.",
-            fix=src["fix"].format(gfx=gfx), source=src["source"])]
-    if rule.get("unreliable"):
-        return [Finding(
-            "rocm.gfx-not-in-build", "error",
-            f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx}), and posing as "
-            f"{rule['override']} is not reliable",
-            observed=f"GPU {gfx}; torch {probe.version} carries {' '.join(arch) or '?'}",
-            why=f"No release wheel is built for {gfx}; HSA_OVERRIDE_GFX_VERSION="
-                f"{rule['override']} makes it visible, but {rule['unreliable']}.",
-            fix=kb["rocm_from_source"]["fix"].format(gfx=gfx)
-            + f"; HSA_OVERRIDE_GFX_VERSION={rule['override']} only for a quick try",
-            source=rule["source"])]
-    return [Finding(
-        "rocm.gfx-not-in-build", "error",
-        f"PyTorch's ROCm build has no kernels for this AMD GPU ({gfx})",
-        observed=f"GPU {gfx}; torch {probe.version} (HIP {probe.build.get('hip_version', '?')})"
-                 + ("; first op: HIP error: invalid device function"
-                    if probe.reported.get("no_kernel_image") else ""),
-        why=f"ROCm wheels carry kernels for a few targets per family; {gfx} runs the "
-            f"{rule['family']}x family's supported target's kernels when told to pose as it.",
-        fix=f"export HSA_OVERRIDE_GFX_VERSION={rule['override']}  # before Python starts",
-        source=rule["source"])]
-
-
 def check_windows_no_gpu(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """A framework without CUDA support on native Windows, on a machine with an NVIDIA GPU."""
     if snap.host.os != "Windows" or not has_nvidia_gpu(snap):
