@@ -1,13 +1,12 @@
 """API-contract rules (issue 24, round 5): calls whose result or setting silently defeats
 the speed-up the script asked for -- a pipeline or compiled function built and dropped, a
-debugging switch left on, loss scaling where the dtype needs none, workers re-forked every
-epoch, Python feeding a tf.data pipeline under the GIL."""
+debugging switch left on, a Python generator feeding a tf.data pipeline under the GIL."""
 
 from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import LOOPS, const, dotted, keyword, last_name
+from devicebench.script_check.ast_tools import LOOPS, dotted, keyword, last_name
 from devicebench.script_check.context import Context, rule
 
 # tf.data.Dataset methods: each returns a new dataset and leaves its receiver unchanged
@@ -107,141 +106,19 @@ def detect_anomaly_on(ctx: Context) -> None:
                             "the block runs training steps")
 
 
-_BF16 = ("torch.bfloat16",)
-_FP16 = ("torch.float16", "torch.half")
-
-
-def _dtype_of(ctx: Context, node: ast.AST | None, depth: int = 2) -> str:
-    """"bf16", "fp16" or "" for an autocast ``dtype=`` value (following a variable)."""
-    if node is None:
-        return "fp16"  # CUDA autocast's default dtype
-    q = ctx.resolve(node)
-    text = str(const(node) or "").lower()
-    if q in _BF16 or text in ("bfloat16", "bf16"):
-        return "bf16"
-    if q in _FP16 or text in ("float16", "fp16", "half"):
-        return "fp16"
-    if isinstance(node, ast.Name) and depth:
-        values = ctx.assigns.get(node.id, [])
-        kinds = {_dtype_of(ctx, v, depth - 1) for v in values}
-        return kinds.pop() if len(kinds) == 1 else ""
-    return ""
-
-
-def _conditional_on_fp16(expr: ast.AST | None) -> bool:
-    """``enabled=(dtype == "float16")`` / ``enabled=use_fp16``: the scaler follows fp16."""
-    text = ast.unparse(expr).lower() if expr is not None else ""
-    return any(w in text for w in ("float16", "fp16", "half", "16-mixed"))
-
-
-@rule("script.gradscaler-bf16",
-      "loss scaling on a bfloat16 run",
-      "a GradScaler exists for float16's narrow exponent range; bfloat16 has float32's, so "
-      "nothing underflows -- the scaler only adds a scale, an unscale and an inf/NaN check to "
-      "every step (and can silently skip steps) (ecmwf/WeatherGenerator#874: a considerable "
-      "share of step time in an Nsight trace; decoderesearch/SAELens#723)",
-      "create the scaler only for float16: `GradScaler(enabled=(dtype == torch.float16))`, "
-      "or drop it and call `loss.backward()` / `optimizer.step()` directly")
-def gradscaler_bf16(ctx: Context) -> None:
-    if not ctx.uses("torch"):
-        return
-    kinds = {_dtype_of(ctx, keyword(c, "dtype")) for c in ctx.calls()
-             if last_name(c) == "autocast" and ctx.resolve(c.func).startswith("torch.")}
-    if kinds != {"bf16"}:
-        return
-    for c in ctx.calls():
-        if last_name(c) != "GradScaler" or not ctx.resolve(c.func).startswith("torch."):
-            continue
-        enabled = keyword(c, "enabled")
-        if isinstance(enabled, ast.Constant) and not enabled.value or _conditional_on_fp16(
-                enabled):
-            continue
-        ctx.add("script.gradscaler-bf16", "warning", c,
-                "every autocast region in this file uses `dtype=torch.bfloat16`")
-
-
-def _iterated_in(ctx: Context, name: str) -> ast.AST | None:
-    """A ``for ... in name`` (or ``enumerate(name)``/``tqdm(name)``) nested in another loop."""
-    for node in ast.walk(ctx.tree):
-        if not isinstance(node, ast.For | ast.AsyncFor):
-            continue
-        it = node.iter
-        while isinstance(it, ast.Call) and it.args and last_name(it) in (
-                "enumerate", "tqdm", "iter", "zip"):
-            it = it.args[0]
-        if isinstance(it, ast.Name) and it.id == name and ctx.enclosing(node, LOOPS):
-            return node
-    return None
-
-
-@rule("script.dataloader-workers-respawn",
-      "DataLoader workers are started again every epoch",
-      "without `persistent_workers=True` each pass over the loader forks {workers} new worker "
-      "processes, each with its own copy of the dataset, and tears them down at the end; the "
-      "start-up is paid once per epoch (metatensor/metatrain#1271: epoch 1.10 s -> 0.74 s; "
-      "open-mmlab/mmhuman3d#233: data start-up ~7 min -> ~35 s per epoch)",
-      "pass `persistent_workers=True` to the DataLoader that is iterated every epoch")
-def dataloader_workers_respawn(ctx: Context) -> None:
-    if not ctx.uses("torch"):
-        return
-    builders = {fn.name: fn for fn in ctx.funcs.values()}
-    for call in ctx.calls():
-        if last_name(call) != "DataLoader" or keyword(call, "persistent_workers") is not None:
-            continue
-        workers = keyword(call, "num_workers")
-        if workers is None or isinstance(workers, ast.Constant) and not workers.value:
-            continue
-        if ctx.enclosing(call, LOOPS) is not None:
-            continue  # a loader built inside the loop: a different cost
-        names: list[str] = []
-        parent = ctx.parents.get(call)
-        if isinstance(parent, ast.Assign):
-            names = [t.id for t in parent.targets if isinstance(t, ast.Name)]
-        elif isinstance(parent, ast.Return):
-            fn = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
-            if fn is not None and fn.name in builders:
-                names = [name for name, values in ctx.assigns.items() for v in values
-                         if isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
-                         and v.func.id == fn.name]
-        loop = next((hit for n in names if (hit := _iterated_in(ctx, n)) is not None), None)
-        if loop is not None:
-            ctx.add("script.dataloader-workers-respawn", "info", call,
-                    f"it is iterated once per pass of the loop around {ctx.line(loop.lineno)}",
-                    workers=ast.unparse(workers))
-
-
-_PY_FUNCS = ("tensorflow.py_function", "tensorflow.py_func", "tensorflow.numpy_function",
-             "tensorflow.compat.v1.py_func")
-
-
 @rule("script.tfdata-python-in-pipeline",
-      "Python code inside the tf.data input pipeline",
-      "{what} runs Python, which holds the GIL: parallel map calls (and the pipeline's other "
-      "threads) wait for one interpreter, so the input pipeline runs at Python speed "
-      "(tensorflow/tensorflow#15694, mrry: `tf.py_func()` \"has to acquire the GIL\"; "
-      "jpata/particleflow#202: `from_generator` \"doesn't release the GIL\")",
-      "{remedy}")
+      "a Python generator feeds the tf.data input pipeline",
+      "`Dataset.from_generator` runs the generator in Python, which holds the GIL: the "
+      "pipeline's threads wait for one interpreter, so when the loop is input-bound the input "
+      "pipeline runs at Python speed (jpata/particleflow#202: `from_generator` \"uses Python "
+      "underneath and doesn't release the GIL\")",
+      "when the input pipeline is the bottleneck, read from files with tf.data readers "
+      "(TFRecordDataset, `tfds` `as_dataset`) or index the data with "
+      "`Dataset.from_tensor_slices` + `map` over TensorFlow ops")
 def tfdata_python_in_pipeline(ctx: Context) -> None:
     if not ctx.uses("tensorflow"):
         return
     for call in ctx.calls():
-        q = ctx.resolve(call.func)
-        if q == "tensorflow.data.Dataset.from_generator":
+        if ctx.resolve(call.func) == "tensorflow.data.Dataset.from_generator":
             ctx.add("script.tfdata-python-in-pipeline", "info", call,
-                    "every element comes from a Python generator", what="the generator",
-                    remedy="when the input pipeline is the bottleneck, read from files with "
-                           "tf.data readers (TFRecordDataset, `tfds` `as_dataset`) or index a "
-                           "data source with `Dataset.from_tensor_slices` + `map`")
-        elif last_name(call) == "map" and isinstance(call.func, ast.Attribute) and call.args:
-            fn = call.args[0]
-            body: list[ast.AST] = [fn.body] if isinstance(fn, ast.Lambda) else []
-            if isinstance(fn, ast.Name) and fn.id in ctx.funcs:
-                body = list(ctx.funcs[fn.id].body)
-            hit = next((c for c in ctx.calls(body) if ctx.resolve(c.func) in _PY_FUNCS), None)
-            if hit is not None:
-                name = dotted(hit.func)
-                ctx.add("script.tfdata-python-in-pipeline", "warning", call,
-                        f"the map function calls `{name}`", what=f"`{name}`",
-                        remedy="write the map function with TensorFlow ops (`tf.io`, `tf.image`, "
-                            "`tf.strings`) so tf.data can run it in parallel without the GIL")
-
+                    "every element comes from a Python generator")

@@ -154,15 +154,13 @@ def _in_step(ctx: Context) -> Callable[[ast.AST], bool]:
 _DEVICE_SYNCS = ("torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize")
 
 
-def _data_fed(ctx: Context, loop: ast.AST, direct: list[ast.AST]) -> bool:
-    """A loop over real batches (``for batch in loader``, or ``next(data_iter)`` in its
-    body), not a benchmark's ``for _ in range(n)`` repeating one input."""
+def _data_fed(ctx: Context, loop: ast.AST) -> bool:
+    """A loop over real batches (``for batch in loader``), not a benchmark's
+    ``for _ in range(n)`` repeating one input."""
     it = getattr(loop, "iter", None)
     while isinstance(it, ast.Call) and last_name(it) in ("enumerate", "tqdm", "zip") and it.args:
         it = it.args[0]
-    if it is not None and not (isinstance(it, ast.Call) and last_name(it) == "range"):
-        return True
-    return any(isinstance(n, ast.Call) and last_name(n) == "next" for n in direct)
+    return it is not None and not (isinstance(it, ast.Call) and last_name(it) == "range")
 
 
 def _eval_loop(ctx: Context, loop: ast.AST) -> bool:
@@ -207,14 +205,14 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
             continue
         direct = list(walk(body, _in_step(ctx)))
         fed = ctx.search(body, ctx.is_step, skip_in_step) is not None and _data_fed(
-            ctx, node, direct)  # a real optimisation loop over batches
+            ctx, node)  # a real optimisation loop over batches
         for n in direct:
             if isinstance(n, ast.Call) and ctx.resolve(n.func) in _DEVICE_SYNCS and fed:
                 ctx.add("script.sync-in-step-loop", "warning", n,
                         f"the training loop at {ctx.line(node.lineno)} waits for the device "
                         "on every step; syncing to time each step costs the overlap of host "
-                        "and device (pytorch/torchtitan#134, HuguesTHOMAS/KPConv-PyTorch#22: "
-                        "25% slower)", fixtext=(
+                        "and device (HuguesTHOMAS/KPConv-PyTorch#22: 25% slower; NVIDIA/apex#316: "
+                        "sync only on the iterations that print)", fixtext=(
                             "synchronize (and read the clock) only on the steps that log: "
                             "`if step % log_freq == 0: torch.cuda.synchronize()`, and report "
                             "the average time over those steps"))
