@@ -24,6 +24,8 @@ from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.script_check import (
+    api_rules,
+    compile_rules,
     data_rules,
     jax_rules,
     keras_rules,
@@ -46,7 +48,7 @@ __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_sourc
 # importing the rule modules registers their rules
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_rules,
                  jax_rules, torch_rules, shape_rules, placement_rules, data_rules, loop_rules,
-                 reach_rules, mlx_rules)
+                 reach_rules, mlx_rules, api_rules, compile_rules)
 
 
 @dataclass(frozen=True)

@@ -289,6 +289,8 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                         fn = _method(inst[f.value.id], f.attr)
                     elif f.value.id in autograd and f.attr == "apply":
                         fn = _method(autograd[f.value.id], "forward")
+                elif isinstance(f, ast.Attribute) and root_name(f.value) == "self":
+                    fn = _unique_method(ctx, f.attr)  # self.corr_block.index_pyramid(x)
                 if fn is None and last_name(n) == "backward" and not n.args:
                     # `loss.backward()` runs the backward of every custom autograd Function
                     # this file applies (torch.autograd.Function subclasses)
@@ -306,3 +308,13 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                     nxt += [(s, via or n) for s in fn.body]
         frontier = nxt
     return out
+
+
+def _unique_method(ctx: Context, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The method ``name`` when exactly one class of this file defines it (and it is not a
+    dunder): what ``self.part.name(x)`` runs when ``part`` is a submodule built here."""
+    if name.startswith("__"):
+        return None
+    defs = [m for c in ctx.classes.values() for m in c.body
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name == name]
+    return defs[0] if len(defs) == 1 else None

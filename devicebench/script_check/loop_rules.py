@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import LOOPS, last_name, target_names, walk
+from devicebench.script_check.ast_tools import LOOPS, dotted, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import module_names, wrapped_models
 from devicebench.script_check.reach_rules import compiled_in_callees
@@ -123,13 +123,19 @@ def inference_grad(ctx: Context) -> None:
         return
     models = (module_names(ctx) | wrapped_models(ctx)) - {n for n, k in ctx.compiled.items()
                                                      if k != "torch"}
+    # self.net(x) where the class calls self.net.eval()/.train()/.parameters(): a submodule
+    attrs = {c.func.value.attr for c in ctx.calls() if last_name(c) in (
+        "eval", "train", "parameters") and isinstance(c.func, ast.Attribute) and isinstance(
+        c.func.value, ast.Attribute) and dotted(c.func.value.value) == "self"}
     done: set[int] = set()
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue
         call = next((n for n in walk(loop.body, lambda x: isinstance(x, LOOPS))
-                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                     and n.func.id in models), None)
+                     if isinstance(n, ast.Call) and (
+                         isinstance(n.func, ast.Name) and n.func.id in models
+                         or isinstance(n.func, ast.Attribute) and n.func.attr in attrs
+                         and dotted(n.func.value) == "self")), None)
         if call is None or id(call) in done or _no_grad_around(ctx, call):
             continue
         fn = ctx.enclosing(loop, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -146,10 +152,11 @@ def inference_grad(ctx: Context) -> None:
         else:
             what = f"the loop at {ctx.line(loop.lineno)}"
         done.add(id(call))
-        evals = {c.func.value.id for c in ctx.calls() if last_name(c) == "eval"
-                 and isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)}
-        ctx.add("script.inference-grad", "info" if call.func.id in evals else "warning", call,
-                f"`{call.func.id}` is called in the loop at {ctx.line(loop.lineno)} with "  # type: ignore[attr-defined]
+        name = dotted(call.func)
+        evals = {dotted(c.func.value) for c in ctx.calls() if last_name(c) == "eval"
+                 and isinstance(c.func, ast.Attribute)}
+        ctx.add("script.inference-grad", "info" if name in evals else "warning", call,
+                f"`{name}` is called in the loop at {ctx.line(loop.lineno)} with "
                 "gradients recorded, and " + what.replace("the loop at", "that loop, at") +
                 " has no backward pass", what=what)
 

@@ -382,6 +382,10 @@ def device_choice_no_mps(ctx: Context) -> None:
         elif isinstance(n, ast.If) and not n.orelse:
             where = next((c for c in walk(n.body) if isinstance(c, ast.Call)
                           and last_name(c) in ("cuda", "to")), None)
+        elif isinstance(n, ast.If):  # if cuda: device = "cuda:0"  else: device = "cpu"
+            where = next((s for s in n.orelse if isinstance(s, ast.Assign) and any(
+                isinstance(c, ast.Constant) and str(c.value).lower().startswith("cpu")
+                for c in ast.walk(s.value))), None)
         else:
             where = None
         if where is not None:

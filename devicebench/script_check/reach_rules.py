@@ -19,12 +19,11 @@ from devicebench.script_check.ast_tools import (
     target_names,
     walk,
 )
-from devicebench.script_check.context import Context, rule
+from devicebench.script_check.context import Context, FuncDef, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.hostmade import host_made
 from devicebench.script_check.timing_rules import CLOCKS
 
-_FACTORIES = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "arange",
-              "linspace", "tensor", "eye", "randperm"}
 _STATE = {"running_mean", "running_var", "weight", "bias", "pos_embed", "freqs", "mask"}
 _KIND = {"jax": "jax.jit", "tf": "tf.function", "torch": "torch.compile"}
 
@@ -70,11 +69,11 @@ def _memoised(ctx: Context, fn: ast.AST) -> bool:
     return any("cache" in ast.unparse(d) for d in getattr(fn, "decorator_list", []))
 
 
-def _host_made(ctx: Context, node: ast.AST) -> str:
-    """``torch.randn(...)`` without ``device=`` (made on the host), or a module's state
+def _host_made(ctx: Context, node: ast.AST, fn: FuncDef | None = None) -> str:
+    """``torch.randn(...)`` without ``device=`` -- directly, through a local variable or a
+    helper of this file (:func:`host_made`) -- or a module's state
     (``vae.bn.running_mean``): what ``node.to(device)`` copies on every call."""
-    if isinstance(node, ast.Call) and ctx.resolve(node.func).startswith("torch.") and (
-            last_name(node) in _FACTORIES) and not any(k.arg == "device" for k in node.keywords):
+    if host_made(ctx, node, fn):
         return f"`{ast.unparse(node)[:40]}` is made in host memory and then copied"
     if isinstance(node, ast.Attribute) and node.attr in _STATE and isinstance(
             node.value, ast.Attribute):
@@ -92,22 +91,23 @@ def host_copies(ctx: Context) -> None:
         roots = loop_body(loop)
         # (host-made tensors in the loop's own body are usually its input data: only those
         # made inside the functions it runs -- model and helper code -- are flagged)
-        bodies = [(call, list(walk(fn.body, skip_in_step))) for call, fn in callees(ctx, roots)]
-        for via, nodes in bodies:
+        bodies = [(call, fn, list(walk(fn.body, skip_in_step))) for call, fn in callees(ctx, roots)]
+        for via, fn, nodes in bodies:
+            state_seen = False  # an offloaded module's state: one finding per function
             for n in nodes:
                 if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                         and n.func.attr in ("to", "cuda") and (n.args or n.func.attr == "cuda")):
                     continue
-                why = _host_made(ctx, n.func.value)
-                if not why:
+                why = _host_made(ctx, n.func.value, fn)
+                if not why or state_seen and "module's state" in why:
                     continue
+                state_seen = state_seen or "module's state" in why
                 where = (f"run by the loop at {ctx.line(loop.lineno)} through "
                          f"`{ast.unparse(via)[:40]}` ({ctx.line(via.lineno)})")
                 ctx.add("script.per-step-copy", "warning", n, where, data=ast.unparse(n.func.value),
                         why=why + "; a host-to-device copy the device waits for, every step",
                         fix="create it on the device (`torch.randn(..., device=device)`), or "
                             "move the module state to the training device once, before the loop")
-                break  # one finding per function: its other copies are the same pitfall
 
 
 def _returns_compiled(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -34,10 +34,18 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
         if last_name(call) in _HOST or ctx.resolve(call.func).startswith(("numpy.", "math.")):
             continue
         callee = call.func.id if isinstance(call.func, ast.Name) else ""
-        if (callee in ctx.models or ctx.is_tensor_op(call) or root_name(call) in names
+        if last_name(call) in ("to", "cuda") and isinstance(call.func, ast.Attribute) or (
+                callee in ctx.models or ctx.is_tensor_op(call) or root_name(call) in names
                 or any(k in last_name(call).lower() for k in ("loss", "criterion", "model"))
                 or last_name(call).lower() in ("net", "network", "encoder", "decoder")):
             names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    for s in direct:  # x, y = x.to(device), y.to(device)
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Tuple) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Tuple):
+            for t, v in zip(s.targets[0].elts, s.value.elts, strict=False):
+                if isinstance(t, ast.Name) and isinstance(v, ast.Call) and last_name(v) in (
+                        "to", "cuda") and isinstance(v.func, ast.Attribute):
+                    names.add(t.id)
     return names
 
 
@@ -143,20 +151,86 @@ def _in_step(ctx: Context) -> Callable[[ast.AST], bool]:
     return skip
 
 
+_DEVICE_SYNCS = ("torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize")
+
+
+def _data_fed(ctx: Context, loop: ast.AST) -> bool:
+    """A loop over real batches (``for batch in loader``), not a benchmark's
+    ``for _ in range(n)`` repeating one input."""
+    it = getattr(loop, "iter", None)
+    while isinstance(it, ast.Call) and last_name(it) in ("enumerate", "tqdm", "zip") and it.args:
+        it = it.args[0]
+    return it is not None and not (isinstance(it, ast.Call) and last_name(it) == "range")
+
+
+def _eval_loop(ctx: Context, loop: ast.AST) -> bool:
+    """A loop that runs a model under ``torch.no_grad()``/``inference_mode()`` (an
+    evaluation pass): its per-batch syncs cost what they cost in training."""
+    if not ctx.uses("torch"):
+        return False
+    models = ctx.models | {c.func.value.id for c in ctx.calls() if last_name(c) == "eval"
+                           and isinstance(c.func, ast.Attribute)
+                           and isinstance(c.func.value, ast.Name)}
+    if not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in models
+               for c in walk(loop.body, skip_in_step)):  # type: ignore[attr-defined]
+        return False
+    cur = ctx.parents.get(loop)
+    while cur is not None:
+        if isinstance(cur, ast.With) and any(
+                last_name(i.context_expr) in ("no_grad", "inference_mode") for i in cur.items):
+            return True
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def _inner_loops(ctx: Context, body: list[ast.stmt]) -> list[ast.AST]:
+    """Nodes of loops nested in a training loop that run no step of their own (they are
+    not checked on their own): ``for a, p, n in zip(...)`` over a batch's triplets."""
+    out: list[ast.AST] = []
+    for n in walk(body, lambda x: isinstance(x, ast.If) and skip_in_step(x)):
+        if isinstance(n, LOOPS) and ctx.search(n.body, ctx.is_step) is None:
+            out += [m for m in walk(n.body, _in_step(ctx)) if not isinstance(m, LOOPS)]
+    return out
+
+
 def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
     for node in ast.walk(ctx.tree):
         if not isinstance(node, LOOPS) or ctx.is_compiled_scope(node):
             continue
         body = node.body
-        if ctx.search(body, lambda n: ctx.is_step(n) or isinstance(n, ast.Call) and isinstance(
-                n.func, ast.Name) and n.func.id in ctx.compiled, skip_in_step) is None:
+        trains = ctx.search(body, lambda n: ctx.is_step(n) or isinstance(
+            n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ctx.compiled,
+            skip_in_step) is not None
+        if not trains and not _eval_loop(ctx, node):
             continue
         direct = list(walk(body, _in_step(ctx)))
+        fed = ctx.search(body, ctx.is_step, skip_in_step) is not None and _data_fed(
+            ctx, node)  # a real optimisation loop over batches
+        for n in direct:
+            if isinstance(n, ast.Call) and ctx.resolve(n.func) in _DEVICE_SYNCS and fed:
+                ctx.add("script.sync-in-step-loop", "warning", n,
+                        f"the training loop at {ctx.line(node.lineno)} waits for the device "
+                        "on every step; syncing to time each step costs the overlap of host "
+                        "and device (HuguesTHOMAS/KPConv-PyTorch#22: 25% slower; NVIDIA/apex#316: "
+                        "sync only on the iterations that print)", fixtext=(
+                            "synchronize (and read the clock) only on the steps that log: "
+                            "`if step % log_freq == 0: torch.cuda.synchronize()`, and report "
+                            "the average time over those steps"))
+        inner = _inner_loops(ctx, body)
         assigned = {n.id for s in direct if isinstance(s, ast.Assign | ast.AugAssign)
                     for t in getattr(s, "targets", [getattr(s, "target", None)])
                     for n in ast.walk(t) if isinstance(n, ast.Name)}
         device = _device_names(ctx, direct)
         seen = f"runs on every step of the training loop at {ctx.line(node.lineno)}"
+        for n in inner:
+            if isinstance(n, ast.JoinedStr) and any(
+                    isinstance(v, ast.FormattedValue) and root_name(v.value) in device
+                    for v in n.values):
+                ctx.add("script.sync-in-step-loop", "warning", n,
+                        seen + " (in a loop inside it); formatting a device tensor into a "
+                        "string calls `.item()` on it, a device sync each time", fixtext=(
+                            "move the values to the host once per step (`labels.cpu().tolist()`) "
+                            "and format the Python numbers"))
         for n in direct:
             f = n.func if isinstance(n, ast.Call) else None
             if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args

@@ -287,7 +287,8 @@ def compile_in_timing(ctx: Context) -> None:
         for a, b in _clock_pairs(ctx, stmts, events=True):
             for n in walk(stmts[a + 1:b]):
                 if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                        and first_call.get(n.func.id) == n.lineno):
+                        and first_call.get(n.func.id) == n.lineno
+                        and not _made_per_call(ctx, n.func.id)):
                     kind = ctx.compiled[n.func.id]
                     how = {"jax": "jax.jit", "tf": "tf.function", "torch": "torch.compile"}[kind]
                     sync = {"jax": "`.block_until_ready()`", "tf": "`.numpy()`",
@@ -296,6 +297,19 @@ def compile_in_timing(ctx: Context) -> None:
                             f"`{n.func.id}` is first called here, between the clock readings "
                             f"at {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}",
                             how=how, name=n.func.id, sync=sync)
+
+
+def _made_per_call(ctx: Context, name: str) -> bool:
+    """A compiled function defined inside another function that a loop or comprehension
+    calls: every call makes a new one, so script.jit-in-loop reports the tracing at its def
+    (the timing of its first call is that same cost, said once)."""
+    fn = ctx.funcs.get(name)
+    outer = ctx.enclosing(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) if fn else None
+    if outer is None:
+        return False
+    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == (
+        outer.name) and ctx.enclosing(c, (*LOOPS, ast.ListComp, ast.GeneratorExp, ast.SetComp,
+                                          ast.DictComp)) is not None for c in ctx.calls())
 
 
 def _ancestors(ctx: Context, node: ast.AST) -> list[ast.AST]:

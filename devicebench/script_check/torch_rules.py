@@ -11,9 +11,11 @@ from devicebench.script_check.ast_tools import (
     keyword,
     last_name,
     skip_in_step,
+    target_names,
     walk,
 )
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.dataflow import callees
 from devicebench.script_check.reach_rules import host_copies
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
@@ -240,26 +242,34 @@ def _pinned(ctx: Context, loader: ast.Call) -> bool:
         for c in ctx.calls())  # type: ignore[union-attr]
 
 
-def _blocking_copies(ctx: Context) -> list[tuple[ast.AST, ast.Call]]:
+def _blocking_copies(ctx: Context, pinned_too: bool = False) -> list[tuple[ast.AST, ast.Call]]:
     """(loop, copy): ``x.to(device)``/``x.cuda()`` without ``non_blocking`` of a batch the
     step loop gets from its iterable -- the batch itself or a part of it (``batch["x"]``,
-    ``batch.x``, ``batch[0]``) -- in a CUDA torch script whose DataLoaders do not pin."""
+    ``batch.x``, ``batch[0]``), in the loop or in a function it runs that takes the batch with
+    ``next(...)`` -- in a CUDA torch script whose DataLoaders do not pin (``pinned_too``: or
+    do: a pinned batch copied without ``non_blocking=True`` still blocks the host)."""
     if not ctx.uses("torch") or _accelerator(ctx) != "cuda":
         return []
     loaders = [c for c in ctx.calls() if last_name(c) == "DataLoader"]
-    if not loaders or any(_pinned(ctx, c) for c in loaders):
+    if not loaders or any(_pinned(ctx, c) for c in loaders) and not pinned_too:
         return []
     out = []
     for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, ast.For | ast.AsyncFor) or ctx.search(
-                loop.body, ctx.is_step, skip_in_step) is None:
+        if not isinstance(loop, LOOPS) or ctx.search(loop.body, ctx.is_step, skip_in_step) is None:
             continue
-        batch = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-        copy = next((n for n in walk(loop.body) if isinstance(n, ast.Call) and isinstance(
-            n.func, ast.Attribute) and n.func.attr in ("to", "cuda") and _part_of(
-            n.func.value, batch) and keyword(n, "non_blocking") is None), None)
-        if copy is not None:
-            out.append((loop, copy))
+        batch = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} if isinstance(
+            loop, ast.For | ast.AsyncFor) else set()
+        bodies = [list(walk(loop.body))] + [list(walk(fn.body)) for _, fn in callees(
+            ctx, list(loop.body), depth=1)]
+        for nodes in bodies:
+            names = batch | {t for n in nodes if isinstance(n, ast.Assign) and isinstance(
+                n.value, ast.Call) and last_name(n.value) == "next" for x in n.targets
+                for t in target_names(x)}
+            out += [(loop, n) for n in nodes if isinstance(n, ast.Call) and isinstance(
+                n.func, ast.Attribute) and n.func.attr in ("to", "cuda") and _part_of(
+                n.func.value, names) and keyword(n, "non_blocking") is None]
+            if out and not pinned_too:
+                return out[:1]  # the no-pin finding needs one example
     return out
 
 
@@ -278,12 +288,17 @@ def _part_of(node: ast.AST, names: set[str]) -> bool:
       "`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)` "
       "(https://pytorch.org/docs/stable/notes/cuda.html#cuda-memory-pinning)")
 def blocking_h2d_copy(ctx: Context) -> None:
-    copies = _blocking_copies(ctx)
+    copies = _blocking_copies(ctx, pinned_too=True)
     loaders = [c for c in ctx.calls() if last_name(c) == "DataLoader"]
+    pinned = any(_pinned(ctx, c) for c in loaders)
     for loop, copy in copies:
         ctx.add("script.blocking-h2d-copy", "info", copy,
                 f"`{ast.unparse(copy.func.value)[:40]}` comes from the loop at "  # type: ignore[attr-defined]
-                f"{ctx.line(loop.lineno)}", loader=ctx.line(loaders[0].lineno))
+                f"{ctx.line(loop.lineno)}", loader=ctx.line(loaders[0].lineno), why=(
+                    "the DataLoader pins its batches, but `.to(device)` without "
+                    "`non_blocking=True` is still a synchronous copy: the host waits for it "
+                    "before queueing the next kernels (hao-ai-lab/FastVideo#1217: part of 45% "
+                    "GPU idle in an Nsight trace)") if pinned else "")
 
 
 @rule("script.dataloader-no-pin-memory",
