@@ -61,6 +61,7 @@ class Figure:
 class Rerun:
     figures: dict[str, Figure] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)  # stability finding ids
+    cpu_slowdown: float | None = None  # the reference loop: mean / fastest tenth - 1
     seconds: float = 0.0
     error: str = ""
 
@@ -91,6 +92,8 @@ def one_rerun(args: argparse.Namespace, db: Path) -> Rerun:
     data = data.get("data", data)
     rows = {r["label"]: r for r in data["results"] if r.get("status") == "ok"}
     out.findings = [f["id"] for f in data.get("stability", [])]
+    speed = (data.get("load") or {}).get("cpu_speed") or {}
+    out.cpu_slowdown = speed.get("mean_slowdown")
     ref = rows.get("tensorflow/cpu")
     if ref and ref.get("step_time_s"):
         st = ref["step_time_s"]
@@ -124,8 +127,11 @@ def series(args: argparse.Namespace, label: str) -> list[Rerun]:
             r = one_rerun(args, Path(tmp) / f"{label}-{i}.db")
             shown = ", ".join(f"{k.split(' ', 1)[1]}={f.value:.4g} [{f.low:.4g}-{f.high:.4g}]"
                               for k, f in r.figures.items())
+            cpu = ("" if r.cpu_slowdown is None
+                   else f"  CPU {r.cpu_slowdown:.0%} slower than its fastest on average")
             print(f"  [{label} {i + 1}/{args.k}] {r.seconds:.0f} s  "
-                  f"{r.error or shown}  findings: {', '.join(r.findings) or '-'}", flush=True)
+                  f"{r.error or shown}{cpu}  findings: {', '.join(r.findings) or '-'}",
+                  flush=True)
             reruns.append(r)
     return reruns
 
@@ -156,6 +162,38 @@ def report(label: str, reruns: list[Rerun]) -> None:
         elif inside < 0.9:
             print(f"    coverage below 90%: {flagged}/{len(reruns)} reruns carried a "
                   "stability finding")
+        if kind == "abs":
+            cpu_speed(name, [r for r in reruns if name in r.figures])
+    speed = sum(1 for r in reruns if "stability.cpu-speed" in r.findings)
+    print(f"  stability.cpu-speed (the CPU's own speed moved) flagged {speed}/{len(reruns)}")
+
+
+def _corr(a: list[float], b: list[float]) -> float:
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    va = sum((x - ma) ** 2 for x in a) ** 0.5
+    vb = sum((y - mb) ** 2 for y in b) ** 0.5
+    return (sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True)) / (va * vb)
+            if va and vb else 0.0)
+
+
+def cpu_speed(name: str, reruns: list[Rerun]) -> None:
+    """Does the CPU's own speed during each rerun (its reference loop's mean slowdown)
+    explain the absolute figure's rerun-to-rerun deviation? The correlation, and the
+    spread of the figure divided by (1 + slowdown)."""
+    rs = [r for r in reruns if r.cpu_slowdown is not None]
+    if len(rs) < 3:
+        return
+    v = [r.figures[name].value for r in rs]
+    slow = [r.cpu_slowdown for r in rs]
+    adj = [x / (1 + s) for x, s in zip(v, slow, strict=True)]
+
+    def dev(xs: list[float]) -> float:
+        m = sum(xs) / len(xs)
+        return max(abs(x - m) / m for x in xs)
+
+    print(f"    the CPU's slowdown per rerun {', '.join(f'{s:.0%}' for s in slow)}: "
+          f"correlation with the step time {_corr(v, slow):.2f}; step / (1 + slowdown) "
+          f"deviates {dev(adj):.1%} from its mean (raw {dev(v):.1%})")
 
 
 def main() -> None:

@@ -14,6 +14,15 @@ Conditions:
   pinned       the process pinned to core 0 before TF starts (no migration)
 
     python bench/tf_two_speeds.py --k 5 --seconds 3
+
+With --reference it asks the question underneath instead: does the CPU itself run at
+two speeds? A fixed pure-Python loop (devicebench.measure.cpuspeed's reference), timed
+on its thread's CPU clock, sampled every 0.1 s by one process pinned to each core at
+once, then by one core's process alone; then TensorFlow processes timing each block of
+steps on the wall clock and on the process's CPU clock (is a slow block slow because it
+waited, or because the same work took more CPU time?).
+
+    python bench/tf_two_speeds.py --reference --seconds 15
 """
 
 from __future__ import annotations
@@ -66,13 +75,105 @@ print(json.dumps({"cond": cond, "median": sorted(blocks)[len(blocks) // 2],
 
 CONDITIONS = ("default", "threads=1", "intra2inter1", "pinned")
 
+# One process pinned to a core: the reference loop every 0.1 s from a shared start time.
+SAMPLER = r"""
+import json, os, sys, time
+from devicebench.measure.cpuspeed import reference_seconds
+cpu, start, seconds = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+os.sched_setaffinity(0, {cpu})
+while time.time() < start:
+    time.sleep(0.001)
+out, k = [], 0
+while time.time() < start + seconds:
+    out.append(reference_seconds())
+    k += 1
+    time.sleep(max(0.0, start + 0.1 * k - time.time()))
+print(json.dumps(out))
+"""
+
+# A TensorFlow process: each block of 20 steps on the wall clock and the process's CPU clock.
+CPU_CHILD = CHILD.split("blocks = []")[0] + r"""
+pairs = []
+end = time.perf_counter() + seconds
+while time.perf_counter() < end:
+    t, c = time.perf_counter(), time.process_time()
+    for _ in range(20):
+        model.train_on_batch(x, y)
+    pairs.append(((time.perf_counter() - t) / 20, (time.process_time() - c) / 20))
+print(json.dumps({"pairs": pairs}))
+"""
+
+
+def _levels(xs: list[float]) -> str:
+    s = sorted(xs)
+    fast, slow = s[len(s) // 10], s[min(len(s) - 1, 9 * len(s) // 10)]
+    share = sum(x > 1.2 * fast for x in xs) / len(xs)
+    return (f"{len(xs)} samples, fastest tenth {fast * 1e3:.3f} ms, slowest tenth "
+            f"{slow * 1e3:.3f} ms ({slow / fast:.2f}x), over 1.2x the fastest in {share:.0%}")
+
+
+def _corr(a: list[float], b: list[float]) -> float:
+    n = min(len(a), len(b))
+    a, b = a[:n], b[:n]
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True))
+    va = sum((x - ma) ** 2 for x in a) ** 0.5
+    vb = sum((y - mb) ** 2 for y in b) ** 0.5
+    return cov / (va * vb) if va and vb else 0.0
+
+
+def reference(seconds: float, k: int) -> None:
+    """The CPU's own speed per core, together and alone; then TF blocks' wall vs CPU time."""
+    import os
+    import time
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+                    os.environ.get("PYTHONPATH")) if p))
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    for label, which in (("both cores at once", cpus), (f"core {cpus[0]} alone", cpus[:1])):
+        start = time.time() + 1.5
+        procs = [subprocess.Popen([sys.executable, "-c", SAMPLER, str(c), str(start),
+                                   str(seconds)], stdout=subprocess.PIPE, text=True, env=env)
+                 for c in which]
+        got = [json.loads(p.communicate()[0]) for p in procs]
+        print(f"reference loop, {label}:")
+        for c, xs in zip(which, got, strict=True):
+            fast = sorted(xs)[len(xs) // 10]
+            print(f"  core {c}: {_levels(xs)}")
+            print("    " + "".join("S" if x > 1.2 * fast else "." for x in xs))
+        if len(got) == 2:
+            slow = [[x > 1.2 * sorted(xs)[len(xs) // 10] for x in xs] for xs in got]
+            n = min(map(len, slow))
+            both = sum(a and b for a, b in zip(slow[0][:n], slow[1][:n], strict=True)) / n
+            print(f"  correlation of the two cores' samples {_corr(*got):.2f}; both slow in "
+                  f"{both:.0%} of samples (independent phases would give "
+                  f"{sum(slow[0][:n]) / n * sum(slow[1][:n]) / n:.0%})")
+    for i in range(k):
+        p = subprocess.run([sys.executable, "-c", CPU_CHILD, "default", str(seconds / 3)],
+                           capture_output=True, text=True, check=False)
+        if p.returncode != 0:
+            print(f"  tf #{i + 1}: failed")
+            continue
+        pairs = json.loads(p.stdout.strip().splitlines()[-1])["pairs"]
+        wall, cpu = [w for w, _ in pairs], [c for _, c in pairs]
+        print(f"tensorflow process #{i + 1}: {len(pairs)} blocks; wall ms/step median "
+              f"{statistics.median(wall) * 1e3:.2f} [{min(wall) * 1e3:.2f}-"
+              f"{max(wall) * 1e3:.2f}], CPU ms/step median {statistics.median(cpu) * 1e3:.2f};"
+              f" correlation of a block's wall and CPU time {_corr(wall, cpu):.2f}", flush=True)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=5, help="processes per condition")
     ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per process")
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
+    ap.add_argument("--reference", action="store_true",
+                    help="the CPU's own speed per core, and TF blocks' wall vs CPU time")
     args = ap.parse_args()
+    if args.reference:
+        reference(args.seconds, args.k)
+        return
     conds = [c for c in args.conditions.split(",") if c]
     got: dict[str, list[dict]] = {c: [] for c in conds}
     for i in range(args.k):

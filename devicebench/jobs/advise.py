@@ -37,6 +37,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.advisor.figures import device_figures
     from devicebench.advisor.floor import refuse_short_budget
     from devicebench.env.probe import probe_host_layer
+    from devicebench.measure.cpuspeed import CpuSpeedSampler
     from devicebench.measure.load import read_load
     from devicebench.store import recorded_run
     from devicebench.store.ops import latest_ops_run
@@ -68,7 +69,8 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     # fit its model is bad input (exit 2), found in a throwaway worker before searching.
     check_workload_runs(workload, spec.backend)
     options = {"argv": sys.argv[1:], "workload": workload, "budget": budget}
-    with recorded_run(db, snapshot, "advise", options) as rec:
+    with recorded_run(db, snapshot, "advise", options) as rec, \
+            CpuSpeedSampler() as sampler:  # the CPU's own speed while trials run
         # `devicebench ops` figures of this machine (same hardware and versions), if any.
         load_before = read_load()
         found = latest_ops_run(rec.store, rec.machine_id)
@@ -94,14 +96,17 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
             on_result=lambda r: (rec.keep_trial(r), on_result(r) if on_result else None),
             on_event=event)
         report.finished()
+        speed = sampler.stop()
         load_after = read_load()
-        # Stability findings of the final's trials and the machine's load around them.
+        # Stability findings of the final's trials, the machine's load around them and
+        # the CPU's own speed during them.
         stability = stability_findings([r.result for r in advice.rows], load_before,
-                                       load_after)
+                                       load_after, cpu_speed=speed)
         advice = replace(advice, stability=stability,
                          notes=[*advice.notes, *(finding_line(f) for f in stability)],
                          load={"before": load_before and load_before.to_dict(),
-                               "after": load_after and load_after.to_dict()})
+                               "after": load_after and load_after.to_dict(),
+                               "cpu_speed": speed.to_dict()})
         rec.summary = advice.to_dict()
     if rec.problems:  # results the store would not take: kept aside
         advice = replace(advice, notes=[*advice.notes, *rec.problems])

@@ -41,6 +41,9 @@ class RunOutcome:
     # Stability findings (devicebench.env.finding.Finding): processes that disagree,
     # wide spreads, too few rounds, other load on the machine.
     stability: list[Any] = field(default_factory=list)
+    # The machine around the trials: load average and steal before/after, and the CPU's
+    # own speed during them (devicebench.measure.cpuspeed), as stored with the run.
+    load: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[TrialResult]:
@@ -51,7 +54,8 @@ class RunOutcome:
         return envelope("run", {"run_id": self.run_id, "notes": self.notes,
                                 "store_problems": self.store_problems,
                                 "results": [r.to_dict() for r in self.rows],
-                                "stability": [f.to_dict() for f in self.stability]})
+                                "stability": [f.to_dict() for f in self.stability],
+                                "load": self.load})
 
 
 def run(
@@ -106,6 +110,7 @@ def run(
     """
     from devicebench.advisor.equivalence import loss_check
     from devicebench.env.probe import probe_host_layer
+    from devicebench.measure.cpuspeed import CpuSpeedSampler
     from devicebench.measure.load import read_load
     from devicebench.store import recorded_run
     from devicebench.trials.engine import run_workload_group
@@ -164,7 +169,8 @@ def run(
     notes = list(plan.notes) + [f"{n} was named more than once: measured once"
                                 for n in req["repeated"]]
     with recorded_run(Path(db) if db else None, snapshot, "run",
-                      {"argv": argv if argv is not None else []}) as rec:
+                      {"argv": argv if argv is not None else []}) as rec, \
+            CpuSpeedSampler() as sampler:  # the CPU's own speed while trials run
         store, machine, run_id = rec.store, rec.machine_id, rec.run_id
         load_before = read_load()
         done_keys = store.completed_specs(machine) if resume else set()
@@ -193,11 +199,13 @@ def run(
                         f"{n}: {line}" for line in rep.notes))
             finally:
                 report.finished()
+        speed = sampler.stop()
         load_after = read_load()
-        findings = stability_findings(results, load_before, load_after)
+        findings = stability_findings(results, load_before, load_after, cpu_speed=speed)
         notes += [finding_line(f) for f in findings]
-        rec.summary = {"load": {"before": load_before and load_before.to_dict(),
-                                "after": load_after and load_after.to_dict()},
+        load = {"before": load_before and load_before.to_dict(),
+                "after": load_after and load_after.to_dict(), "cpu_speed": speed.to_dict()}
+        rec.summary = {"load": load,
                        "stability": [f.to_dict() for f in findings]}
     # Only trials measured together in this run are compared (their rounds interleaved);
     # stored ones are shown as they were stored, apart.
@@ -206,7 +214,7 @@ def run(
         workload=shown[r.result.spec.workload]))) if r.result.spec.workload in shown else r
         for r in rows]
     return RunOutcome(run_id, rows, [_shown(n, shown) for n in notes], list(rec.problems),
-                      findings)
+                      findings, load)
 
 
 def _shown(text: str, names: dict[str, str]) -> str:

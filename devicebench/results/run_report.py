@@ -19,6 +19,7 @@ from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.fmt import fmt_bytes, fmt_rate
+from devicebench.measure.cpuspeed import CpuSpeed
 from devicebench.measure.load import LoadReading
 from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
@@ -316,8 +317,13 @@ def _stability(run: StoredRun) -> list[Finding]:
         except (KeyError, TypeError, ValueError):
             return None
 
+    speed = load.get("cpu_speed")
+    try:
+        cpu = CpuSpeed.from_dict(speed) if isinstance(speed, dict) else None
+    except (KeyError, TypeError, ValueError):
+        cpu = None
     return stability_findings(_latest_per_spec(run.trials), reading(load.get("before")),
-                              reading(load.get("after")))
+                              reading(load.get("after")), cpu_speed=cpu)
 
 
 # -- ops ---------------------------------------------------------------------------------

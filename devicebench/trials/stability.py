@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from devicebench.env.finding import Finding
 from devicebench.fmt import fmt_time
+from devicebench.measure.cpuspeed import CpuSpeed
 from devicebench.measure.load import LoadReading, steal_fraction
 from devicebench.trials.replication import process_cis, processes_disagree
 from devicebench.trials.result import TrialResult
@@ -17,6 +18,8 @@ SPREAD_LIMIT = 0.10  # a spread (IQR, or across processes) over 10% of the media
 MIN_ROUNDS = 5  # fewer timed rounds than this: the CI rests on too little
 OTHER_LOAD_PER_CORE = 0.5  # load from other processes above this per core: busy
 STEAL_LIMIT = 0.05  # the hypervisor took more than 5% of CPU time for other guests
+SPEED_LIMIT = 0.10  # the reference loop's slowest tenth over 10% above its fastest
+MIN_SPEED_SAMPLES = 5  # fewer reference samples than this (a run under ~2 s): no judgement
 QUIET = "close other programs (browsers, IDEs, builds) and rerun"
 
 
@@ -99,11 +102,41 @@ def load_findings(before: LoadReading | None, after: LoadReading | None,
     return out
 
 
+def cpu_speed_findings(speed: CpuSpeed | None) -> list[Finding]:
+    """The CPU's own speed changing during the measurement: the reference loop of
+    :mod:`devicebench.measure.cpuspeed`, timed on its thread's CPU clock, slower in some
+    samples than in others by more than :data:`SPEED_LIMIT` (other tenants of a cloud
+    host's physical cores, turbo or thermal limits: invisible to the load average)."""
+    if speed is None or len(speed.samples) < MIN_SPEED_SAMPLES or speed.fastest <= 0:
+        return []
+    varied = speed.slowest / speed.fastest - 1
+    if varied <= SPEED_LIMIT:
+        return []
+    return [Finding(
+        "stability.cpu-speed", "warning", "the CPU's own speed changed during the run",
+        observed=(f"a fixed reference loop, timed on its thread's CPU clock (time spent "
+                  f"waiting for other processes is not counted), took "
+                  f"{fmt_time(speed.fastest)}–{fmt_time(speed.slowest)} (fastest to slowest "
+                  f"tenth of {len(speed.samples)} samples): over 1.2x its fastest in "
+                  f"{speed.slow_share:.0%} of them, {speed.mean_slowdown:.0%} slower on "
+                  "average"),
+        why=("the same instructions ran at different speeds: the host shares this "
+             "machine's physical cores with other work (a cloud VM's other tenants), or "
+             "turbo and thermal limits change the clock; every figure here moves with "
+             "it, absolute times most, ratios of configurations measured interleaved "
+             "least, and a rerun at another time lands elsewhere"),
+        fix=(f"read absolute times here as ±{max(speed.mean_slowdown, varied / 2):.0%} or "
+             "worse and compare configurations within one run, not across runs; for "
+             "steady absolute figures use a dedicated machine on mains power"))]
+
+
 def stability_findings(results: Iterable[TrialResult], before: LoadReading | None = None,
-                       after: LoadReading | None = None,
-                       own_workers: int = 1) -> list[Finding]:
-    """Every stability finding for ``results`` and the machine's load around them."""
-    return trial_findings(results) + load_findings(before, after, own_workers)
+                       after: LoadReading | None = None, own_workers: int = 1,
+                       cpu_speed: CpuSpeed | None = None) -> list[Finding]:
+    """Every stability finding for ``results``, the machine's load around them and the
+    CPU's own speed during them."""
+    return (trial_findings(results) + load_findings(before, after, own_workers)
+            + cpu_speed_findings(cpu_speed))
 
 
 def finding_line(f: Finding) -> str:
