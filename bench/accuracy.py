@@ -4,13 +4,15 @@ For each workload, the seed script as its author wrote it (bench/seed000_keras3.
 SimpleRNN with its 2,000-sample validation; bench/seed001_keras3.py: the MNIST CNN, no
 validation) is timed by a callback (each epoch, validation included) and by a stopwatch
 around the whole ``fit``; devicebench measures the same workload (run_workload_group,
-then fit_estimate for the same number of epochs). Pairs alternate: devicebench, plain,
-devicebench, plain, ... Two ratios per pair:
+then fit_estimate for the same number of epochs) in two worker processes, as its verdicts
+are measured, so each figure's 95% CI holds the process spread (--processes 1: one).
+Pairs alternate: devicebench, plain, devicebench, plain, ... Two ratios per pair:
   epoch: devicebench's epoch (training + validation) / the callback's steady epoch
          (median of epochs 2..E);
   fit:   devicebench's "a fit of E epochs takes about T" / the stopwatch.
 Prints each pair, then per workload and figure the median ratio over the pairs with its
-range. Target: within 10% (median ratio in 0.90-1.10).
+range, and in how many pairs the plain figure fell inside devicebench's 95% CI. Target:
+within 10% (median ratio in 0.90-1.10).
 
 Short pairs: E epochs (default 6 for seed-rnn, seed 001's 5 for mnist-cnn) instead of
 seed 000's 20; mnist-cnn on its first --mnist-samples samples (default 12,000, both sides
@@ -51,20 +53,23 @@ def _env(backend: str, samples: int) -> dict[str, str]:
 
 
 def devicebench_figures(workload: str, backend: str, epochs: int, rounds: int,
-                        samples: int) -> tuple[float, float, float, float]:
-    """(epoch seconds, whole-fit seconds) as devicebench reports them, and the fit's two
-    parts: the one-time cost and the mean epoch."""
+                        samples: int, processes: int = 2) -> tuple:
+    """(epoch seconds, whole-fit seconds) as devicebench reports them, the fit's two
+    parts (the one-time cost and the mean epoch), the epoch's and the fit's 95% CIs, and
+    the processes that measured them."""
     ref = workload
     if workload == "mnist-cnn" and samples:
         os.environ["DEVICEBENCH_BENCH_SAMPLES"] = str(samples)  # the worker inherits it
         ref = f"{HERE / 'accuracy_workloads.py'}:mnist_subset"
     (result,) = run_workload_group([TrialSpec(ref, backend=backend)],
                                    RunOptions(min_rounds=rounds, max_rounds=rounds,
-                                              budget_seconds=600))
+                                              budget_seconds=600),
+                                   replicate=processes > 1)
     est = fit_estimate(result, epochs)
     if result.status != "ok" or est is None or est.fit_s is None:
         sys.exit(f"devicebench trial failed: {result.status}: {result.error}")
-    return est.epoch_s, est.fit_s, est.one_time_s, est.mean_epoch[0]
+    return (est.epoch_s, est.fit_s, est.one_time_s, est.mean_epoch[0], est.epoch_ci,
+            est.fit_ci, result.processes)
 
 
 def plain_figures(workload: str, backend: str, epochs: int, samples: int,
@@ -92,30 +97,39 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="devicebench's timed rounds")
     ap.add_argument("--mnist-samples", type=int, default=12_000)
     ap.add_argument("--verbose", type=int, default=0, help="the plain fit's verbose")
+    ap.add_argument("--processes", type=int, default=2, choices=(1, 2),
+                    help="devicebench's worker processes per measurement (default 2)")
     args = ap.parse_args()
     summary = []
     for workload in args.workloads.split(","):
         epochs = args.epochs or DEFAULT_EPOCHS[workload]
         ratios: dict[str, list[float]] = {"epoch": [], "fit": []}
+        inside: dict[str, int] = {"epoch": 0, "fit": 0}
         for i in range(args.pairs):
             ours = devicebench_figures(workload, args.backend, epochs, args.rounds,
-                                       args.mnist_samples)
+                                       args.mnist_samples, args.processes)
             plain = plain_figures(workload, args.backend, epochs, args.mnist_samples,
                                   args.verbose)
             ratios["epoch"].append(ours[0] / plain[0])
             ratios["fit"].append(ours[1] / plain[1])
+            (elo, ehi), (flo, fhi) = ours[4], ours[5]
+            inside["epoch"] += elo <= plain[0] <= ehi
+            inside["fit"] += flo <= plain[1] <= fhi
             print(f"{workload} pair {i + 1}: epoch devicebench {ours[0]:.3f} s, callback "
                   f"{plain[0]:.3f} s (ratio {ours[0] / plain[0]:.3f}); fit of {epochs} "
                   f"epochs devicebench {ours[1]:.2f} s, stopwatch {plain[1]:.2f} s "
                   f"(ratio {ours[1] / plain[1]:.3f}; one-time {ours[2]:.2f} s vs the plain "
                   f"first epoch's excess {plain[2]:.2f} s, mean epoch {ours[3]:.3f} s vs "
-                  f"{plain[3]:.3f} s)", flush=True)
+                  f"{plain[3]:.3f} s; devicebench's 95% CIs over {ours[6]} processes: epoch "
+                  f"[{elo:.3f}-{ehi:.3f}], fit [{flo:.2f}-{fhi:.2f}])", flush=True)
         for figure, rs in ratios.items():
             med = statistics.median(rs)
             verdict = "within" if abs(med - 1) <= TARGET else "OUTSIDE"
             summary.append(f"{workload} {args.backend}/cpu {figure}: devicebench/plain ratio "
                            f"median {med:.3f} (range {min(rs):.3f}-{max(rs):.3f}, {len(rs)} "
-                           f"interleaved pairs): {verdict} the {TARGET:.0%} target")
+                           f"interleaved pairs): {verdict} the {TARGET:.0%} target; the plain "
+                           f"figure inside devicebench's 95% CI in {inside[figure]} of "
+                           f"{len(rs)}")
     print("\n".join(summary))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from devicebench.measure.stats import Summary, mean_ci, summarize
+from devicebench.measure.stats import Summary, hierarchical_summary, mean_ci, summarize
 from devicebench.trials.result import TrialResult
 
 # A round over STALL_FACTOR x the median round is not training: a trial that waited while
@@ -112,10 +112,18 @@ def fit_estimate(result: TrialResult, epochs: int | None = None) -> FitEstimate 
     for rnd, v in zip(result.validation_rounds, result.validation_seconds, strict=False):
         val_by_round.setdefault(rnd, v)
     val = result.validation_pass_seconds  # timed in a trial's first rounds only
-    per_round = [spe * s + val_by_round.get(r, val or 0.0) for r, s in steps.items()]
+    def epochs_of(rounds: dict[int, float]) -> list[float]:
+        return [spe * s + val_by_round.get(r, val or 0.0) for r, s in rounds.items()]
+
+    per_round = epochs_of(steps)
     if not per_round:
         return None
-    epoch = summarize(per_round)
+    # Measured in several processes: the epoch's CI resamples the processes, then their
+    # rounds, and the mean epoch's CI holds every process's own mean (a rerun in a fresh
+    # process lands anywhere among them), as the step time's does.
+    per_process = ({k: e for k, rounds in steps.by_process.items() if (e := epochs_of(rounds))}
+                   if steps.by_process else {})
+    epoch = hierarchical_summary(per_process) if len(per_process) > 1 else summarize(per_round)
     steady = [e for e in per_round if e <= STALL_FACTOR * epoch.median]
     step = result.step_time.median
     first = warm = 0.0
@@ -134,4 +142,14 @@ def fit_estimate(result: TrialResult, epochs: int | None = None) -> FitEstimate 
     return FitEstimate(train_s=step * spe, validation_s=val,
                        validation_samples=result.validation_samples, epoch=epoch,
                        one_time_s=one_time, epochs=epochs or result.workload_epochs,
-                       mean_epoch=mean_ci(steady))
+                       mean_epoch=_across(mean_ci(steady), per_process,
+                                          STALL_FACTOR * epoch.median))
+
+
+def _across(mean: tuple[float, float, float], per_process: dict[int, list[float]],
+            stall: float) -> tuple[float, float, float]:
+    """``mean`` (value, low, high) with its CI widened to every process's own steady mean."""
+    means = [sum(k) / len(k) for v in per_process.values() if (k := [e for e in v if e <= stall])]
+    if len(means) < 2:
+        return mean
+    return mean[0], min(mean[1], *means), max(mean[2], *means)

@@ -328,6 +328,31 @@ def test_fit_estimate_adds_validation_and_the_first_epochs_one_time_cost():
     assert old.epoch_seconds == pytest.approx(2.0) and fit_estimate(old).fit_s is None
 
 
+def test_fit_estimate_from_two_processes_has_each_process_inside_its_cis():
+    """Two processes at two speeds (1.0 s and 1.3 s epochs, each steady within itself):
+    the epoch's and the whole fit's CIs hold both, as a rerun in a fresh process may land
+    on either; from one process alone they would be a few per cent wide."""
+    from devicebench.trials.epochs import fit_estimate
+
+    fast, slow = [1.0, 1.01, 0.99, 1.0, 1.02], [1.3, 1.31, 1.29, 1.3, 1.32]
+    blocks = [x for pair in zip(fast, slow, strict=True) for x in pair]
+    rounds = [r for r in range(5) for _ in range(2)]
+    two = TrialResult(TrialSpec("seed-rnn"), block_seconds=blocks, block_rounds=rounds,
+                      block_replicas=[0, 1] * 5, steps_per_block=100, steps_per_epoch=100,
+                      workload_epochs=10)
+    f = fit_estimate(two)
+    lo, hi = f.epoch_ci
+    assert lo <= 1.0 and hi >= 1.3
+    _, mlo, mhi = f.mean_epoch
+    assert mlo <= sum(fast) / 5 and mhi >= sum(slow) / 5
+    flo, fhi = f.fit_ci
+    assert flo <= 10 * sum(fast) / 5 and fhi >= 10 * sum(slow) / 5
+    one = fit_estimate(TrialResult(TrialSpec("seed-rnn"), block_seconds=fast,
+                                   block_rounds=list(range(5)), steps_per_block=100,
+                                   steps_per_epoch=100, workload_epochs=10))
+    assert one.epoch_ci[1] - one.epoch_ci[0] < 0.1 < hi - lo
+
+
 def test_ratios_precise_stops_only_when_the_speedups_ci_is_narrow():
     from devicebench.trials.summary import ratios_precise
 
