@@ -55,6 +55,7 @@ class RawHost:
     cpu_cores_logical: int | None = None
     ram_bytes: int | None = None
     rocminfo: str = ""  # `rocminfo` output ("" without ROCm)
+    in_container: bool = False  # /.dockerenv or /run/.containerenv exists (Docker, Podman)
 
 
 def rocm_agents_from_rocminfo(text: str) -> tuple[list[str], str]:
@@ -111,6 +112,7 @@ def host_from_raw(raw: RawHost) -> HostInfo:
         if host.machine == "arm64":
             host.apple_chip = host.cpu_model if host.cpu_model.startswith("Apple") else "Apple"
     elif raw.system == "Linux":
+        host.in_container = raw.in_container
         kernel_release = raw.kernel_release.lower()
         host.wsl_version = (1 if re.search(r"-microsoft$", kernel_release)
                             else 2 if "microsoft" in kernel_release else 0)

@@ -88,6 +88,7 @@ def read_raw_host() -> RawHost:
         except OSError:
             pass
         raw.kernel_release = platform.release()
+        raw.in_container = any(Path(p).exists() for p in ("/.dockerenv", "/run/.containerenv"))
         try:
             raw.cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:

@@ -97,6 +97,7 @@ class HostInfo:
     # rocminfo's GPU agents in its order (the HIP device order): "gfx1102 AMD Radeon RX 7600 XT"
     amd_agents: list[str] = field(default_factory=list)
     rocm_error: str = ""  # rocminfo's own error line ("Unable to open /dev/kfd ...")
+    in_container: bool = False  # Linux inside a Docker/Podman container (/.dockerenv)
 
 
 @dataclass

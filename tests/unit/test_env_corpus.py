@@ -20,7 +20,11 @@ written with the case before any rule for it:
   then studied (round 4).
 * ``round4_cases.json`` (30), collected after that: ``round4_split.json`` (seeded, committed
   before any check ran on it) splits it into ``round4_dev``, which round 4's rules were
-  written against, and ``round4_heldout``, scored once after those rules and never tuned on.
+  written against, and ``round4_heldout``, scored once (10/15), then studied (round 5).
+* ``round5_cases.json`` (28; a 29th, found in ``new_cases.json`` after the split, was
+  dropped), collected after that: ``round5_split.json`` (seeded, committed before any
+  check ran on it) splits it into ``round5_dev``, which round 5's rules were
+  written against, and ``round5_heldout``, scored once after those rules and never tuned on.
 
 Run with ``-s`` to see the figures.
 """
@@ -50,6 +54,8 @@ ROUND3 = json.loads((_DIR / "round3_cases.json").read_text(encoding="utf-8"))["c
 ROUND3_SPLIT = json.loads((_DIR / "round3_split.json").read_text(encoding="utf-8"))
 ROUND4 = json.loads((_DIR / "round4_cases.json").read_text(encoding="utf-8"))["cases"]
 ROUND4_SPLIT = json.loads((_DIR / "round4_split.json").read_text(encoding="utf-8"))
+ROUND5 = json.loads((_DIR / "round5_cases.json").read_text(encoding="utf-8"))["cases"]
+ROUND5_SPLIT = json.loads((_DIR / "round5_split.json").read_text(encoding="utf-8"))
 
 # Figures measured here (diagnosed / cases). A change that lowers one fails; raise the dev
 # ones when rules improve (never to a figure not reached). The held-out floor is the figure
@@ -73,7 +79,12 @@ ROUND3_DEV_DIAGNOSED_AT_LEAST = 10  # of 12 (before its rules: 5/12)
 ROUND3_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 12 after round 4's rules (seen)
 # round4_cases.json (30), split by round4_split.json before any check ran on it:
 ROUND4_DEV_DIAGNOSED_AT_LEAST = 14  # of 15 (before its rules: 8/15)
-ROUND4_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 15 (67%), measured once 2026-12-01, after the rules
+# round4_heldout was scored once, untouched, at 10/15 (67%) on 2026-12-01; its misses were then
+# studied (round 5: ptxas wording, Python newer than old pins, macOS VMs), so it is seen now.
+ROUND4_HELDOUT_DIAGNOSED_AT_LEAST = 14  # of 15 after round 5's rules (seen)
+# round5_cases.json (28), split by round5_split.json before any check ran on it:
+ROUND5_DEV_DIAGNOSED_AT_LEAST = 12  # of 13 (before its rules: 5/13)
+ROUND5_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 15 (67%), measured once 2026-12-01, after the rules
 
 
 def half_of(url: str) -> str:
@@ -128,18 +139,24 @@ def test_new_split_is_the_committed_seeded_shuffle() -> None:
         assert "2023" <= case["date"][:4] <= "2026" and case["judge"]["cause_terms"]
 
 
-@pytest.mark.parametrize("name", ["round2", "round3", "round4"])
+@pytest.mark.parametrize("name", ["round2", "round3", "round4", "round5"])
 def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
     import random
 
     cases, split, older = {"round2": (ROUND2, ROUND2_SPLIT, CORPUS + NEW),
                            "round3": (ROUND3, ROUND3_SPLIT, CORPUS + NEW + ROUND2),
-                           "round4": (ROUND4, ROUND4_SPLIT, CORPUS + NEW + ROUND2 + ROUND3)}[name]
-    urls = sorted(c["url"] for c in cases)
+                           "round4": (ROUND4, ROUND4_SPLIT, CORPUS + NEW + ROUND2 + ROUND3),
+                           "round5": (ROUND5, ROUND5_SPLIT,
+                                      CORPUS + NEW + ROUND2 + ROUND3 + ROUND4)}[name]
+    # round5: one URL found in an older set after the split was dropped (split["removed"]);
+    # the shuffle is reproduced over the URLs as committed, the dropped one then removed.
+    removed = {r["url"] for r in split.get("removed", [])}
+    urls = sorted([c["url"] for c in cases] + sorted(removed))
     random.Random(split["seed"]).shuffle(urls)
     k = len(urls) // 2
-    assert split[f"{name}_dev"] == sorted(urls[:k])
-    assert split[f"{name}_heldout"] == sorted(urls[k:])
+    assert split[f"{name}_dev"] == sorted(set(urls[:k]) - removed)
+    assert split[f"{name}_heldout"] == sorted(set(urls[k:]) - removed)
+    urls = [u for u in urls if u not in removed]
     assert len(cases) >= 24 and len(set(urls)) == len(urls)
     assert not {c["url"] for c in older} & set(urls)  # none from the older sets
     for case in cases:
@@ -148,7 +165,9 @@ def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
         assert "2023" <= case["date"][:4] <= "2026" and case["judge"]["cause_terms"]
 
 
-ALL_CASES = CORPUS + NEW + ROUND2 + ROUND3 + ROUND4
+ROUND5_DEV = [c for c in ROUND5 if c["url"] in ROUND5_SPLIT["round5_dev"]]
+ROUND5_HELDOUT = [c for c in ROUND5 if c["url"] in ROUND5_SPLIT["round5_heldout"]]
+ALL_CASES = CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -182,11 +201,16 @@ def test_corpus_figures() -> None:
     print(f"  round3_dev: {r3_hit}/{r3_n}\n"
           f"  round3_heldout (scored once untouched at 6/12; seen since): {r3h_hit}/{r3h_n}\n"
           f"  round4_dev: {r4_hit}/{r4_n} (8/15 before its rules)\n"
-          f"  round4_heldout (untouched while writing rules): {r4h_hit}/{r4h_n} "
-          f"({100 * r4h_hit / r4h_n:.0f}%)")
-    for url in r4h_missed:
+          f"  round4_heldout (scored once untouched at 10/15; seen since): {r4h_hit}/{r4h_n}")
+    r5_hit, r5_n, r5_missed = score(ROUND5_DEV)
+    r5h_hit, r5h_n, r5h_missed = score(ROUND5_HELDOUT)
+    print(f"  round5_dev: {r5_hit}/{r5_n} (5/13 before its rules)\n"
+          f"  round5_heldout (untouched while writing rules): {r5h_hit}/{r5h_n} "
+          f"({100 * r5h_hit / r5h_n:.0f}%)")
+    for url in r5h_missed:
         print(f"  held-out miss: {url}")
-    dev_missed = dev_missed + r2_missed + r2h_missed + r3_missed + r3h_missed + r4_missed
+    dev_missed = (dev_missed + r2_missed + r2h_missed + r3_missed + r3h_missed + r4_missed
+                  + r4h_missed + r5_missed)
     for url in old_missed + dev_missed:
         print(f"  dev miss: {url}")
     for url in held_missed:
@@ -200,6 +224,8 @@ def test_corpus_figures() -> None:
     assert r3h_hit >= ROUND3_HELDOUT_DIAGNOSED_AT_LEAST
     assert r4_hit >= ROUND4_DEV_DIAGNOSED_AT_LEAST
     assert r4h_hit >= ROUND4_HELDOUT_DIAGNOSED_AT_LEAST
+    assert r5_hit >= ROUND5_DEV_DIAGNOSED_AT_LEAST
+    assert r5h_hit >= ROUND5_HELDOUT_DIAGNOSED_AT_LEAST
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "recorded/h200/snapshot.json",
@@ -230,6 +256,9 @@ def test_every_new_knowledge_entry_cites_its_source() -> None:
             assert entry["source"].startswith("https://"), (section, entry)
     assert kb["torch_variants_info"]["source"].startswith("https://")
     assert kb["rocm_from_source"]["source"].startswith("https://")
+    assert kb["torch_python"]["source"].startswith("https://")
+    for key in ("container_source", "virtual_mac_source"):
+        assert kb["hosting"][key].startswith("https://"), key
     for release, spec in kb["torch_mps"]["releases"].items():
         assert release == "2.0" or kb["torch_mps"]["evidence"][release].startswith("https://"), spec
 

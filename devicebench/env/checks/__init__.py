@@ -42,6 +42,7 @@ from devicebench.env.checks.gpu import (
     check_nvidia_smi_failed,
 )
 from devicebench.env.checks.host import check_blas
+from devicebench.env.checks.hosting import check_container_no_gpu, check_virtual_mac
 from devicebench.env.checks.installs import (
     check_gpu_min_compute,
     check_jax_plugin_release,
@@ -123,6 +124,8 @@ CHECKS: list[Check] = [
     check_keras2_addons,
     check_windows_no_gpu,
     check_python_supported,
+    check_container_no_gpu,
+    check_virtual_mac,
     check_gpu_not_seen,
     check_platform_ceiling,
     check_no_frameworks,

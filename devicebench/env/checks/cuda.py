@@ -95,6 +95,26 @@ def _tf_matching_system(kb: KB, system: dict[str, str]) -> str:
     return ""
 
 
+def _unlogged_cudart(probe: FrameworkProbe, snap: EnvSnapshot) -> list[str]:
+    """The CUDA runtime a TF build loads, when TF's log names no library and nothing has it.
+
+    From TF 2.13 TensorFlow no longer logs which library failed ("Could not find cuda
+    drivers on your machine" is all it says); the soname follows from the build's CUDA
+    version (libcudart.so.11.0 for 11.x, .so.12 for 12.x), so doctor names it itself. Only
+    on a machine whose nvidia-smi lists a GPU, and only if no copy is found anywhere it
+    looks (the loader's path, this environment, the nvidia-* wheels).
+    """
+    cuda = str(probe.build.get("cuda_version") or "")
+    smi = snap.nvidia_smi
+    if not cuda or not probe.build.get("is_cuda_build") or smi is None or not smi.gpus:
+        return []
+    need = cudart_soname(cuda)
+    if not need or snap.loader_finds(need) or need in snap.env_cuda_libs \
+            or need in snap.wheel_cuda_libs:
+        return []
+    return [need]
+
+
 def tf_library_causes(probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[Cause]:
     """Causes read from the libraries TF logged it could not load, against what exists."""
     missing = []
@@ -102,6 +122,8 @@ def tf_library_causes(probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[
         m = _MISSING_LIB.search(line)
         if m and m.group(1) not in missing:
             missing.append(m.group(1))
+    if not missing:
+        missing = _unlogged_cudart(probe, snap)
     if not missing:
         return []
     tf_v = probe.version or tf_version(snap, kb)

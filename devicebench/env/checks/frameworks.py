@@ -136,6 +136,36 @@ def tf_releases_for_python(python: str, kb: KB) -> list[str]:
             if v and matches(v, spec)]
 
 
+def python_newer_than_pins(python: str, kb: KB) -> tuple[str, str]:
+    """Where ``python`` is newer than older framework releases support: ("TensorFlow 2.12
+    and PyTorch 2.0", the newest Python those older releases have wheels for), else ("", "").
+
+    Example:
+        >>> from devicebench.env.checks import load_knowledge
+        >>> python_newer_than_pins("3.11.2", load_knowledge())
+        ('TensorFlow 2.12 and PyTorch 2.0', '3.10')
+        >>> python_newer_than_pins("3.10.12", load_knowledge())
+        ('', '')
+    """
+    v = fmt_mm(major_minor(python)) if major_minor(python) else ""
+    if not v:
+        return "", ""
+    firsts, olders = [], []
+    for name, table in (("TensorFlow", kb["tensorflow_python"]), ("PyTorch", kb["torch_python"])):
+        releases = sorted(table["releases"], key=as_version)
+        ok = [r for r in releases if matches(v, table["releases"][r])]
+        if not ok or ok[0] == releases[0]:
+            continue
+        before = releases[releases.index(ok[0]) - 1]
+        spec = table["releases"][before]
+        best = next((f"3.{m}" for m in range(30, 5, -1) if matches(f"3.{m}", spec)), "")
+        firsts.append(f"{name} {ok[0]}")
+        if best:
+            olders.append(best)
+    older = min(olders, key=as_version) if olders else ""
+    return " and ".join(firsts), older
+
+
 def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """No TensorFlow, JAX or PyTorch at all -> say what to install."""
     if tf_distributions(snap, kb) or snap.has("jax") or snap.has("torch"):
@@ -155,6 +185,12 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                f"Python, e.g. python{py} -m venv .venv, then pip install tensorflow")
     why = ("doctor can only check the host; devicebench measures training through "
            "TensorFlow, JAX or PyTorch with Keras.")
+    newer, older_py = python_newer_than_pins(snap.host.python_version, kb)
+    if newer:
+        why += (f" Python {fmt_mm(major_minor(snap.host.python_version))} has wheels only "
+                f"from {newer} on: an install pinned to an older release (a project's "
+                "requirements) finds none ('No matching distribution found ... from "
+                "versions: none').")
     if snap.host.os == "Windows":
         tfk = kb["tensorflow"]
         last = tfk["windows_native_gpu_max"]
@@ -175,6 +211,9 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 f"TensorFlow releases each (tensorflow-metal {metal['recommended']}: see "
                 f"{metal['source']}); install the pair together, or pip fails on the plugin.")
         fix = metal_install_fix(snap, kb) + "  # TensorFlow with the Apple GPU plugin"
+    if newer and older_py:
+        fix += (f"  # if pip found no wheel for a pinned older release: create the "
+                f"environment with Python {older_py} (python{older_py} -m venv .venv)")
     return [
         Finding(
             "frameworks.none",

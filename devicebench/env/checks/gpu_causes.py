@@ -77,6 +77,11 @@ def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -
                 )
             )
         library_causes = tf_library_causes(probe, snap, kb)
+        driver = next((i for i, c in enumerate(causes) if "cuda.driver-too-old" in c[2]), None)
+        if driver is not None and library_causes:
+            # Both block the GPU: a new driver alone still leaves TF without its libraries.
+            cause, fix, related = causes[driver]
+            causes[driver] = (cause, f"{fix}; and: {library_causes[0][1]}", related)
         causes += library_causes
         if not library_causes:
             causes.append(

@@ -165,8 +165,10 @@ def check_libdevice_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     return out
 
 
-_PTX_NEWER = re.compile(r"driver's CUDA version is (\d+\.\d+) which is older than the PTX "
-                        r"compiler version \((\d+)\.(\d+)")
+# XLA's wording: "... older than the PTX compiler version (12.6.85)" in later releases,
+# "... older than the ptxas CUDA version (12.3.107)" before (jax-ml/jax#19821).
+_PTX_NEWER = re.compile(r"driver's CUDA version is (\d+\.\d+) which is older than the "
+                        r"(?:PTX compiler|ptxas CUDA) version \((\d+)\.(\d+)")
 
 
 def check_driver_older_than_ptxas(snap: EnvSnapshot, kb: KB) -> list[Finding]:

@@ -29,6 +29,31 @@ def _base(version: str) -> str:
     return v.base_version if v is not None else version
 
 
+def map_pair(stack: dict, key: str, reverse: bool = False) -> str | None:
+    """A ``pair = "map"`` stack's partner of ``key`` (component -> anchor major.minor, or the
+    other way with ``reverse``); past the table's last entry the map goes on in ``step``s
+    (torchvision 0.26 <-> torch 2.11 after 0.25 <-> 2.10), within the same majors.
+
+    Example:
+        >>> map_pair({"map": {"0.25": "2.10"}, "step": 1}, "0.27")
+        '2.12'
+        >>> map_pair({"map": {"0.25": "2.10"}, "step": 1}, "2.11", reverse=True)
+        '0.26'
+    """
+    table = {v: k for k, v in stack["map"].items()} if reverse else dict(stack["map"])
+    if key in table:
+        return table[key]
+    step = int(stack.get("step", 0))
+    have = major_minor(key)
+    if not step or not have or not table:
+        return None
+    last = max(table, key=lambda k: major_minor(k) or (0, 0))
+    lk, lv = major_minor(last), major_minor(table[last])
+    if not lk or not lv or have[0] != lk[0] or have[1] <= lk[1]:
+        return None
+    return fmt_mm((lv[0], lv[1] + (have[1] - lk[1]) * step))
+
+
 def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """A component of a stack (a plugin half, tf-keras) of another release than its anchor."""
     out = []
@@ -43,7 +68,7 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             if not have:
                 continue
             if stack["pair"] == "map":
-                pairs = stack["map"].get(fmt_mm(major_minor(have)))
+                pairs = map_pair(stack, fmt_mm(major_minor(have)))
                 same = pairs is None or pairs == fmt_mm(major_minor(want))
             else:
                 same = (_base(have) == want if stack["pair"] == "equal"
@@ -54,14 +79,19 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             continue
         pin = want if stack["pair"] == "equal" else fmt_mm(major_minor(want)) + ".*"
         if stack["pair"] == "map":
-            back = {v: k for k, v in stack["map"].items()}.get(fmt_mm(major_minor(want)))
+            back = map_pair(stack, fmt_mm(major_minor(want)), reverse=True)
             if back is None:
                 continue
             pin = back + ".*"
         pins = " ".join(f"'{c}=={pin}'" for c, _ in bad)
-        local = as_version(anchor_v).local if as_version(anchor_v) is not None else None
+        parsed = as_version(anchor_v)
+        local = parsed.local if parsed is not None else None
         index = (f" --index-url https://download.pytorch.org/whl/{local}"
                  if stack["anchor"] == "torch" and local else "")
+        if parsed is not None and parsed.is_prerelease and stack["anchor"] == "torch":
+            # A nightly has no release to pin: take the component from the same nightly index.
+            pins = "--pre " + " ".join(c for c, _ in bad)
+            index = f" --index-url https://download.pytorch.org/whl/nightly/{local or 'cpu'}"
         out.append(Finding(
             "stack.release-skew", "error",
             f"{', '.join(c for c, _ in bad)} not of the installed {stack['anchor']} release "
@@ -178,17 +208,22 @@ def check_keras2_addons(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             fixed = addon.get("fixed_in", "")
             fix = (f"pip install -U '{addon['dist']}>={fixed}'  # or: " if fixed and
                    not at_least(have, fixed) else "") + "pip install 'tensorflow<2.16' 'keras<3'"
-        elif addon["needs"] == "legacy":
+        elif addon["needs"] in ("legacy", "keras2-models"):
             fix = (fix + " && " if fix else "") + \
                 "export TF_USE_LEGACY_KERAS=1  # before TensorFlow is imported"
+        models = addon["needs"] == "keras2-models"
         out.append(Finding(
             "keras.keras2-addon-on-keras3", "warning",
-            f"{addon['dist']} builds Keras 2 objects, but tf.keras is Keras 3 here",
+            f"{addon['dist']} " + ("ships models saved by Keras 2" if models else
+                                   "builds Keras 2 objects") + ", but tf.keras is Keras 3 here",
             observed=f"{addon['dist']} {snap.version_of(addon['dist'])} with TensorFlow {tf_v} "
                      f"(Keras 3 since {kb['tensorflow']['keras3_from']})"
                      + ("" if tfk else "; tf-keras not installed"),
-            why="Keras 2 (tf_keras) and Keras 3 objects cannot be mixed: Keras 3 models reject "
-                "the add-on's layers ('Only instances of keras.Layer can be added').",
+            why=("Keras 3's load_model reads only .keras and .h5 files: the Keras 2 SavedModel "
+                 "directories this package loads fail ('File format not supported'); Keras 2 "
+                 "(tf-keras) still reads them." if models else
+                 "Keras 2 (tf_keras) and Keras 3 objects cannot be mixed: Keras 3 models reject "
+                 "the add-on's layers ('Only instances of keras.Layer can be added')."),
             fix=fix, source=addon["source"]))
     return out
 

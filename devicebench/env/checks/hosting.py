@@ -1,0 +1,76 @@
+"""Where the Python runs, when that decides the GPU: a container started without GPU
+access, a macOS virtual machine (a hosted CI runner) whose paravirtual GPU has no MPS."""
+
+from __future__ import annotations
+
+from devicebench.env.checks._util import DISPLAY, KB
+from devicebench.env.finding import Finding
+from devicebench.env.snapshot import EnvSnapshot
+
+_APPLE_GPU_DISTS = ("tensorflow-metal", "jax-metal", "mlx")
+
+
+def _cuda_build(name: str, build: dict) -> bool:
+    if name == "jax":
+        return False  # jaxlib's CUDA lives in plugins: see the distributions instead
+    return bool(build.get("is_cuda_build") or build.get("cuda_version"))
+
+
+def check_container_no_gpu(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """Inside a container with no nvidia-smi, a CUDA build that lists no GPU -> warning: the
+    container was started without GPU access (no --gpus / NVIDIA Container Toolkit)."""
+    if snap.host.os != "Linux" or not snap.host.in_container or snap.nvidia_smi is not None:
+        return []
+    blind = [f"{DISPLAY.get(n, n)} {p.version}" for n, p in sorted(snap.frameworks.items())
+             if p.status == "ok" and not p.error and not p.gpu_devices
+             and _cuda_build(n, p.build)]
+    blind += [f"JAX ({d})" for d in ("jax-cuda12-plugin", "jax-cuda13-plugin") if snap.has(d)
+              and not (snap.frameworks.get("jax") and snap.frameworks["jax"].gpu_devices)]
+    if not blind:
+        return []
+    info = kb["hosting"]
+    return [Finding(
+        "container.no-gpu", "warning",
+        "This container has no GPU access: CUDA builds see no GPU",
+        observed=f"running in a container (/.dockerenv or /run/.containerenv); no nvidia-smi; "
+                 f"{', '.join(blind)} (CUDA builds) list no GPU",
+        why="A container gets the NVIDIA driver and the /dev/nvidia* devices only when it is "
+            "started with GPU access, which the NVIDIA Container Toolkit on the host provides "
+            "(docker run --gpus; compose: a device reservation with driver nvidia); without "
+            "it every CUDA framework inside runs on the CPU. On a host with no NVIDIA GPU, "
+            "ignore this.",
+        fix="install the NVIDIA Container Toolkit on the host, then start the container with "
+            "GPU access: docker run --gpus all ...  (compose: deploy.resources.reservations."
+            "devices: [{driver: nvidia, count: all, capabilities: [gpu]}])",
+        source=info["container_source"])]
+
+
+def check_virtual_mac(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A macOS virtual machine (CPU brand 'Apple M1 (Virtual)', e.g. a GitHub-hosted arm64
+    runner) with an Apple-GPU framework -> warning: MPS is not supported there."""
+    cpu = snap.host.cpu_model
+    if snap.host.os != "Darwin" or "(virtual)" not in cpu.lower():
+        return []
+    users = []
+    torch = snap.frameworks.get("torch")
+    if torch is not None and torch.build.get("mps_built"):
+        state = "available" if any(d.kind in ("MPS", "GPU") for d in torch.gpu_devices) \
+            else "unavailable"
+        users.append(f"PyTorch {torch.version} (MPS reported {state})")
+    users += [f"{d} {snap.version_of(d)}" for d in _APPLE_GPU_DISTS if snap.has(d)]
+    if not users:
+        return []
+    mac = snap.host.macos_version
+    return [Finding(
+        "host.virtual-mac", "warning",
+        "This Mac is a virtual machine: its GPU does not support MPS",
+        observed=f"CPU '{cpu}': a macOS {mac} virtual machine (a hosted CI runner, e.g. "
+                 f"GitHub's arm64 macOS runners); {', '.join(users)}",
+        why="Apple's Virtualization framework gives a guest a paravirtual GPU, and GitHub "
+            "documents that Metal Performance Shaders are not supported on its arm64 macOS "
+            "runners: MPS may report available and then fail, or give results and timings "
+            "unlike a real Mac's.",
+        fix="run on the CPU in this VM (torch device 'cpu'; JAX_PLATFORMS=cpu; TensorFlow "
+            "without tensorflow-metal), and measure GPU training on a bare-metal or "
+            "self-hosted Mac",
+        source=kb["hosting"]["virtual_mac_source"])]
