@@ -245,6 +245,17 @@ def test_healthy_snapshots_have_no_errors(name: str) -> None:
     assert errors == []
 
 
+def test_the_cpu_vm_in_its_container_gets_no_gpu_warning() -> None:
+    """This project's CPU VM runs in a container (/.dockerenv) with TensorFlow's default,
+    CUDA-built wheel and no GPU: nothing there asks for a GPU, so no warning says one is
+    missing (container.no-gpu stays info)."""
+    doc = json.loads((FIXTURES / "raw/linux_cpu_vm_tf_jax_torch.json").read_text("utf-8"))
+    doc["host"]["in_container"] = True
+    found = run_checks(snapshot_from_raw(doc))
+    assert [f.id for f in found if f.severity != "info" and "gpu" in f.id.lower()] == []
+    assert "container.no-gpu" in [f.id for f in found]  # said, as info
+
+
 def test_every_new_knowledge_entry_cites_its_source() -> None:
     from devicebench.env.checks import load_knowledge
 

@@ -90,6 +90,14 @@ def test_a_container_without_gpu_access() -> None:
                               "    CUDA Version: 12.4     |",
                               "rows": "0, NVIDIA GeForce RTX 4090, 24564, 8.9"}
     assert "container.no-gpu" not in findings(with_gpu)
+    # A CPU-only container with the default (CUDA-built) wheel and none of NVIDIA's CUDA
+    # libraries, as this project's CI container: said, but not a warning.
+    cpu_only = copy.deepcopy(doc)
+    cpu_only["distributions"] = {k: v for k, v in doc["distributions"].items()
+                                 if not k.startswith("nvidia-")}
+    quiet = findings(cpu_only)["container.no-gpu"]
+    assert quiet.severity == "info" and "CPU-only container?" in quiet.observed
+    assert f.severity == "warning" and "nvidia-cudnn-cu12" in f.observed
 
 
 def test_a_macos_virtual_machine_with_an_apple_gpu_framework() -> None:

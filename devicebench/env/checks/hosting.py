@@ -29,11 +29,17 @@ def check_container_no_gpu(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     if not blind:
         return []
     info = kb["hosting"]
+    # TensorFlow's and JAX's default Linux wheels are CUDA builds on every machine, GPU or
+    # not (this project's CPU-only CI container has one): only NVIDIA's pip CUDA libraries
+    # (tensorflow[and-cuda], a CUDA torch wheel's dependencies) show that a GPU was meant.
+    meant = [d for d in sorted(snap.distributions) if d.startswith("nvidia-")]
     return [Finding(
-        "container.no-gpu", "warning",
+        "container.no-gpu", "warning" if meant else "info",
         "This container has no GPU access: CUDA builds see no GPU",
         observed=f"running in a container (/.dockerenv or /run/.containerenv); no nvidia-smi; "
-                 f"{', '.join(blind)} (CUDA builds) list no GPU",
+                 f"{', '.join(blind)} (CUDA builds) list no GPU"
+                 + (f"; NVIDIA's CUDA libraries are installed ({', '.join(meant[:3])})" if meant
+                    else "; no NVIDIA CUDA libraries installed (a CPU-only container?)"),
         why="A container gets the NVIDIA driver and the /dev/nvidia* devices only when it is "
             "started with GPU access, which the NVIDIA Container Toolkit on the host provides "
             "(docker run --gpus; compose: a device reservation with driver nvidia); without "
