@@ -439,7 +439,7 @@ def run_workload_group(
     with TrialGroup(ref, options, start_worker=start_worker, on_event=on_event,
                     on_result=on_result, run_id=run_id, loss_check=loss_check) as group:
         group.add(specs)
-        if replicate and len(specs) > 1:
+        if replicate:  # one configuration too: its absolute time is the headline
             measure_replicated(group, options, enough, clock=time.monotonic,
                                on_replication=on_replication)
         else:
