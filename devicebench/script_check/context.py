@@ -150,7 +150,8 @@ class Context:
                 return self.compiler(node.args[0])
             node = node.func
         q = self.resolve(node)
-        if q in ("jax.jit", "jax.pmap", "equinox.filter_jit", "flax.linen.jit") or (
+        if q in ("jax.jit", "jax.pmap", "equinox.filter_jit", "flax.linen.jit",
+                 "alpa.parallelize", "jax.experimental.pjit.pjit", "flax.nnx.jit") or (
                 q == "jit" or q.endswith(".jit")) and self.uses("jax"):
             return "jax"
         if q in ("tensorflow.function", "tensorflow.compat.v1.function"):

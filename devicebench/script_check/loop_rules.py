@@ -87,8 +87,11 @@ def _no_grad_around(ctx: Context, node: ast.AST) -> bool:
 
 
 def _backward_in(ctx: Context, roots: list[ast.AST]) -> ast.AST | None:
-    return ctx.search(roots, lambda n: isinstance(n, ast.Call) and last_name(n) in (
-        "backward", "step", "apply_gradients", "minimize") and isinstance(n.func, ast.Attribute))
+    """A backward pass: ``loss.backward()``, an optimizer step, or ``torch.autograd.grad``
+    (forces as the gradient of an energy need the graph as much as a training step does)."""
+    return ctx.search(roots, lambda n: isinstance(n, ast.Call) and (last_name(n) in (
+        "backward", "step", "apply_gradients", "minimize") and isinstance(n.func, ast.Attribute)
+        or ctx.resolve(n.func) in ("torch.autograd.grad", "torch.autograd.backward")))
 
 
 def _eval_only_branch(ctx: Context, fn: ast.AST | None, step: ast.AST) -> str:

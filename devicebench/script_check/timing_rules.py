@@ -114,14 +114,33 @@ def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
         # no loop: one model call / compiled call / device method timed on its own
         op = next((n for n in walk(region) if isinstance(n, ast.Call) and (
             isinstance(n.func, ast.Name) and n.func.id in ctx.models
-            or not ctx.resolve(n.func).startswith(("torch.", "tensorflow.", "jax."))
-            and is_device_work(ctx, n))), None)
+            or not _creates_data(ctx, n) and is_device_work(ctx, n))), None)
         if op is None and _syncing_helper(ctx, stmts[b]):
             # the clock helper syncs (only sometimes): it declares the region device work
             op = next((n for n in walk(region) if isinstance(n, ast.Call)), None)
         if op is not None:
             _timing(ctx, op, op, f"timed {between}; the call returns once the work is "
                     "queued, not when the device has finished it")
+
+
+def _creates_data(ctx: Context, n: ast.Call) -> bool:
+    """A framework call that makes the inputs (``torch.randn``, ``tf.constant``,
+    ``jax.random.normal``) or sets the framework up, rather than the work being timed;
+    a framework op on existing values (``torch.einsum(q, k)``) is the work."""
+    q = ctx.resolve(n.func)
+    if not q.startswith(("torch.", "tensorflow.", "jax.")):
+        return False
+    if ctx.compiler(n) or last_name(n) in ("grad", "value_and_grad", "vmap", "pmap", "jit"):
+        return True  # building a transformed function runs nothing
+    return q.startswith(("jax.random.", "tensorflow.random.", "torch.random.")) or last_name(
+        n) in _DATA_MAKERS or ".config." in q or q.startswith(("torch.backends.", "torch.cuda."))
+
+
+_DATA_MAKERS = {"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "load",
+                "randint", "linspace", "from_numpy", "constant", "Variable", "convert_to_tensor",
+                "normal", "uniform", "PRNGKey", "key", "split", "device", "manual_seed",
+                "set_seed", "device_put", "asarray", "array", "Event", "zeros_like",
+                "ones_like", "empty_like", "randn_like", "rand_like"}
 
 
 def _context_timers(ctx: Context) -> None:

@@ -125,6 +125,8 @@ def judge(path: Path) -> tuple[int, int, list[str], list[str]]:
 def _paths(half: str) -> list[Path]:
     if half == "fresh":
         return sorted(FRESH.glob("*.py"))
+    if half.startswith("round6_"):
+        return [ROUND6 / n for n, row in sorted(ROUND6_SPLIT.items()) if row["half"] == half]
     if half.startswith("round5_"):
         return [ROUND5 / n for n, row in sorted(ROUND5_SPLIT.items()) if row["half"] == half]
     if half.startswith("round4_"):
