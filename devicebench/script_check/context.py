@@ -200,10 +200,20 @@ class Context:
         while cur is not None:
             if isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef) and (
                     cur.name in self.compiled or cur.name in ("train_step", "test_step")
-                    and isinstance(self.parents.get(cur), ast.ClassDef)):
+                    and self._may_be_keras(self.parents.get(cur))):
                 return True
             cur = self.parents.get(cur)
         return False
+
+    def _may_be_keras(self, cls: ast.AST | None, depth: int = 3) -> bool:
+        """A class whose ``train_step`` a framework may compile: one derived from some base
+        (a Keras model, or a class defined elsewhere); a plain class of this file (no base,
+        or only bases of this file that have none) is not -- its methods run as written."""
+        if not isinstance(cls, ast.ClassDef) or depth == 0:
+            return False
+        bases = [b for b in cls.bases if dotted(b) != "object"]
+        return any(not (isinstance(b, ast.Name) and b.id in self.classes)
+                   or self._may_be_keras(self.classes[b.id], depth - 1) for b in bases)
 
     def value_of(self, name: str) -> ast.expr | None:
         """The first value assigned to ``name`` in the file, or None."""

@@ -149,3 +149,103 @@ def test_gradient_of_a_local_loss_reported_at_its_def() -> None:
     jitted = source.replace("loss_grad_fn = jax.value_and_grad(mse)",
                             "loss_grad_fn = jax.jit(jax.value_and_grad(mse))")
     assert ids_at(jitted, "script.jax-grad-outside-jit") == []
+
+
+def test_dataloader_workers_forked_every_epoch() -> None:
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        def build_dataloader(dataset, workers):
+            return DataLoader(dataset, batch_size=64, num_workers=workers, shuffle=True)
+
+        model = Net().cuda()
+        loader = build_dataloader(train_set, 8)
+        for epoch in range(50):
+            for batch in loader:
+                model(batch.cuda()).mean().backward()
+    """
+    assert ids_at(source, "script.dataloader-workers-respawn") == [5]
+    kept = source.replace("shuffle=True)", "shuffle=True, persistent_workers=True)")
+    assert ids_at(kept, "script.dataloader-workers-respawn") == []
+    once = source.replace("        for epoch in range(50):\n", "        if True:\n")
+    assert ids_at(once, "script.dataloader-workers-respawn") == []  # one pass: one fork
+    no_workers = source.replace("num_workers=workers, ", "")
+    assert ids_at(no_workers, "script.dataloader-workers-respawn") == []
+
+
+def test_dataloader_passed_to_an_epoch_function() -> None:
+    source = """\
+        from torch.utils.data import DataLoader
+
+        def train_one_epoch(model, data):
+            for x, y in data:
+                loss_fn(model(x), y).backward()
+
+        loader = DataLoader(ds, batch_size=32, num_workers=4)
+        for epoch in range(10):
+            train_one_epoch(model, loader)
+    """
+    assert ids_at(source, "script.dataloader-workers-respawn") == [7]
+
+
+def test_gradscaler_with_bfloat16_autocast() -> None:
+    source = """\
+        import torch
+
+        dtype = torch.bfloat16
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            with torch.autocast(device_type="cuda", dtype=dtype):
+                loss = model(batch)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    assert ids_at(source, "script.gradscaler-bf16") == [4]
+    fp16 = source.replace("dtype = torch.bfloat16", "dtype = torch.float16")
+    assert ids_at(fp16, "script.gradscaler-bf16") == []
+    either = source.replace("dtype = torch.bfloat16",
+                            "dtype = torch.bfloat16 if bf16 else torch.float16")
+    assert ids_at(either, "script.gradscaler-bf16") == []  # float16 is possible
+    default = source.replace(", dtype=dtype", "")
+    assert ids_at(default, "script.gradscaler-bf16") == []  # CUDA autocast: float16
+
+
+def test_python_function_mapped_over_a_dataset() -> None:
+    source = """\
+        import numpy as np
+        import tensorflow as tf
+
+        def read_fn(path):
+            return np.load(path.decode())
+
+        def parse(path):
+            return tf.numpy_function(read_fn, [path], tf.float32)
+
+        paths = tf.data.Dataset.from_tensor_slices(files)
+        a = paths.map(lambda p: tf.py_function(read_fn, [p], [tf.float32]))
+        b = paths.map(parse, num_parallel_calls=8)
+        c = paths.map(lambda p: tf.io.decode_png(tf.io.read_file(p)))
+    """
+    assert ids_at(source, "script.tfdata-python-in-pipeline") == [11, 12]
+
+
+def test_plain_class_train_step_is_not_compiled_by_keras() -> None:
+    source = """\
+        import tensorflow as tf
+
+        class ChoiceModel:
+            def train_step(self, x, y):
+                with tf.GradientTape() as tape:
+                    loss = self.loss(x, y)
+                grads = tape.gradient(loss, self.weights)
+                self.optimizer.apply_gradients(zip(grads, self.weights))
+
+            def fit(self, dataset):
+                for x, y in dataset:
+                    self.train_step(x, y)
+    """
+    assert ids_at(source, "script.eager-custom-loop") == [4]
+    keras = source.replace("class ChoiceModel:", "class ChoiceModel(tf.keras.Model):")
+    assert ids_at(keras, "script.eager-custom-loop") == []  # fit() compiles the override
