@@ -350,6 +350,9 @@ class Context:
         last = last_name(node) if isinstance(node, ast.Call) else ""  # (out.sum().backward())
         if last == "step" and node.args:  # type: ignore[attr-defined]
             return False  # env.step(action): an RL environment, not an optimizer
+        if last == "update" and isinstance(node.func, ast.Attribute) and len(  # type: ignore[attr-defined]
+                node.args) >= 2 and "opt" in dotted(node.func.value).lower():  # type: ignore[attr-defined]
+            return True  # MLX's optimizer.update(model, grads), optax's tx.update(grads, state)
         return last in STEP_NAMES or "train_step" in last or last.endswith("_step")
 
     def inits_devices(self, node: ast.AST) -> bool:

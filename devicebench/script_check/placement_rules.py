@@ -153,7 +153,8 @@ def _ddp_names(ctx: Context) -> set[str]:
     ``accelerator.prepare(model, ...)`` returns (DDP when launched on several GPUs) unless
     the loop uses ``accelerator.accumulate`` (which skips the sync itself)."""
     out = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call) and (
-        "DistributedDataParallel" in ctx.resolve(v.func) or last_name(v) == "DDP")}
+        "DistributedDataParallel" in ctx.resolve(v.func) or last_name(v) in ("DDP", "FSDP")
+        or "FullyShardedDataParallel" in ctx.resolve(v.func))}
     accelerators = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
                     and ctx.resolve(v.func).endswith("Accelerator")}
     if any(isinstance(c, ast.Call) and last_name(c) == "accumulate" for c in ctx.calls()):

@@ -249,3 +249,76 @@ def test_plain_class_train_step_is_not_compiled_by_keras() -> None:
     assert ids_at(source, "script.eager-custom-loop") == [4]
     keras = source.replace("class ChoiceModel:", "class ChoiceModel(tf.keras.Model):")
     assert ids_at(keras, "script.eager-custom-loop") == []  # fit() compiles the override
+
+
+def test_fsdp_accumulation_without_no_sync() -> None:
+    source = """\
+        import torch
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        model = FSDP(build_model(), device_id=torch.cuda.current_device())
+        for i, batch in enumerate(loader):
+            loss = model(batch).loss / accum
+            loss.backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+    assert ids_at(source, "script.ddp-no-sync") == [7]
+    single = source.replace("FSDP(build_model(), device_id=torch.cuda.current_device())",
+                            "build_model().cuda()")
+    assert ids_at(single, "script.ddp-no-sync") == []
+
+
+def test_host_tensor_copied_in_a_submodule_forward() -> None:
+    source = """\
+        import torch
+
+        class Noise(torch.nn.Module):
+            def forward(self):
+                return torch.rand(128, 44100).cuda()
+
+        class Voice(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.noise = Noise()
+
+            def forward(self):
+                return self.noise() * 0.5
+
+        voice = Voice().cuda()
+        for i in range(n_batches):
+            store(voice().cpu())
+    """
+    assert ids_at(source, "script.per-step-copy") == [5]
+    on_device = source.replace("torch.rand(128, 44100).cuda()",
+                               'torch.rand(128, 44100, device="cuda")')
+    assert ids_at(on_device, "script.per-step-copy") == []
+    # a module without parameters records no graph: no inference-grad alarm either
+    assert ids_at(source, "script.inference-grad") == []
+    weighted = source.replace("                self.noise = Noise()",
+                              "                self.noise = Noise()\n"
+                              "                self.gain = torch.nn.Linear(4, 4)")
+    assert ids_at(weighted, "script.inference-grad") == [18]
+
+
+def test_mlx_optimizer_update_is_a_step() -> None:
+    source = """\
+        import mlx.core as mx
+        import mlx.optimizers as optim
+
+        def clip(grads, max_norm):
+            total = mx.sqrt(sum(mx.sum(g * g) for g in grads))
+            norm = total.item()
+            return grads, norm
+
+        optimizer = optim.AdamW(learning_rate=3e-4)
+        for step, (x, y) in enumerate(batches):
+            loss, grads = loss_and_grad(model, x, y)
+            grads, norm = clip(grads, 1.0)
+            optimizer.update(model, grads)
+            mx.eval(model.parameters(), optimizer.state)
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [6]
+    no_step = source.replace("            optimizer.update(model, grads)\n", "")
+    assert ids_at(no_step, "script.sync-in-step-loop") == []
