@@ -162,3 +162,24 @@ def scalar_loop(ctx: Context) -> None:
                             for arg in c.args for a in ast.walk(arg))):
                 ctx.add("script.jax-scalar-loop", "warning", c,
                         "called with the loop variable, one element at a time", fn=c.func.id)
+
+
+def unjitted_flax_models(ctx: Context) -> None:
+    """``script.jax-host-op-in-loop`` for a Flax model from ``transformers``
+    (``FlaxWav2Vec2ForCTC.from_pretrained(...)``) called in a loop outside ``jax.jit``: its
+    ``__call__`` is not compiled, so every call runs the network op by op
+    (huggingface/transformers#19108, sanchit-gandhi: Flax is faster "**if** the `__call__`
+    method is just in time (JIT) compiled")."""
+    flax = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
+            and last_name(v) == "from_pretrained" and dotted(v.func).startswith("Flax")}
+    flax -= set(ctx.compiled)
+    for call, loop, via in _step_calls(ctx):
+        if not via and isinstance(call.func, ast.Name) and call.func.id in flax:
+            ctx.add("script.jax-host-op-in-loop", "warning", call,
+                    f"`{call.func.id}` is a Flax model called un-jitted on every iteration of "
+                    f"the loop at {ctx.line(loop.lineno)}", op=f"{call.func.id}(...)",
+                    why="outside `jit` JAX dispatches every primitive of the network from "
+                        "Python, one at a time, on every call (huggingface/transformers#19108: "
+                        "1.14 s per call against PyTorch's 38 ms until the call is jitted)",
+                    fix=f"compile the forward once: `forward = jax.jit({call.func.id}.__call__)`"
+                        " (or jit a function that calls it) and call that in the loop")

@@ -19,6 +19,7 @@ from devicebench.script_check.dataflow import (
     torch_cpu_only,
     waits,
 )
+from devicebench.script_check.throughput_rules import averaged_over_compile
 
 CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
           "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer",
@@ -316,6 +317,8 @@ def compile_in_timing(ctx: Context) -> None:
                             f"`{n.func.id}` is first called here, between the clock readings "
                             f"at {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}",
                             how=how, name=n.func.id, sync=sync)
+    averaged_over_compile(ctx, CLOCKS, {"jax": "`.block_until_ready()`", "tf": "`.numpy()`",
+                                        "torch": "`torch.cuda.synchronize()`"})
 
 
 def _made_per_call(ctx: Context, name: str) -> bool:
@@ -365,11 +368,15 @@ def gpu_tiny_op(ctx: Context) -> None:
       "for inference wrap them in `{no_grad}` after `{name}.eval()`; or use "
       "`torch.utils.benchmark.Timer`, which warms up and syncs")
 def cold_call_timed(ctx: Context) -> None:
-    if not ctx.uses("torch"):
+    if not (ctx.uses("torch") or ctx.uses("mlx")):
         return
+    # the models, and (MLX: kernels are compiled for Metal on first use) the functions of
+    # this file that run one
+    runners = set(ctx.models) | ({n for n, fn in ctx.funcs.items() if n not in ctx.compiled
+                                  and _runs_model(ctx, fn)} if ctx.uses("mlx") else set())
     first: dict[str, int] = {}
     for call in sorted(ctx.calls(), key=lambda c: (c.lineno, c.col_offset)):
-        if isinstance(call.func, ast.Name) and call.func.id in ctx.models:
+        if isinstance(call.func, ast.Name) and call.func.id in runners:
             first.setdefault(call.func.id, call.lineno)
     evals = {c.func.value.id for c in ctx.calls() if last_name(c) == "eval" and isinstance(
         c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)}
@@ -382,15 +389,32 @@ def cold_call_timed(ctx: Context) -> None:
                 continue
             for n in walk(region):
                 if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                        and n.func.id not in ctx.compiled and first.get(n.func.id) == n.lineno):
-                    grad = "" if n.func.id in evals or _no_grad(ctx, n) else (
+                        and n.func.id not in ctx.compiled and first.get(n.func.id) == n.lineno
+                        and (n.func.id in ctx.models or not ctx.uses("torch"))):
+                    torch = ctx.uses("torch")
+                    grad = "" if n.func.id in evals or _no_grad(ctx, n) or not torch else (
                         "; without `torch.no_grad()` it also records the graph for a backward "
                         "pass that never comes")
                     ctx.add("script.cold-call-timed", "warning", n,
                             f"the only call between the clock readings at "
                             f"{ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}, "
                             "and the model's first", name=n.func.id, grad=grad,
-                            no_grad="with torch.inference_mode():")
+                            no_grad="with torch.inference_mode():", fix="" if torch else (
+                                f"call `{n.func.id}(...)` once, untimed, before the clock "
+                                "starts (MLX compiles its Metal kernels on first use; "
+                                "waybarrios/vllm-mlx#408), then time several calls and "
+                                "report the median"))
+
+
+def _runs_model(ctx: Context, fn: ast.AST) -> bool:
+    """A function whose body calls a method of one of its parameters that does model work
+    (``engine.generate(...)``, ``model(...)``): a cold call of it is a cold call of that."""
+    params = {a.arg for a in getattr(getattr(fn, "args", None), "args", [])}
+    return any(isinstance(n, ast.Call) and (
+        isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in params and n.func.attr.startswith(("generate", "forward", "predict"))
+        or isinstance(n.func, ast.Name) and n.func.id in params | ctx.models)
+        for n in ast.walk(fn))
 
 
 def _no_grad(ctx: Context, node: ast.AST) -> bool:

@@ -322,3 +322,100 @@ def test_mlx_optimizer_update_is_a_step() -> None:
     assert ids_at(source, "script.sync-in-step-loop") == [6]
     no_step = source.replace("            optimizer.update(model, grads)\n", "")
     assert ids_at(no_step, "script.sync-in-step-loop") == []
+
+
+def test_throughput_averaged_over_the_compiling_iteration() -> None:
+    source = """\
+        import time
+        import torch
+
+        model = torch.compile(Net().cuda())
+        batch_times = []
+        for step, batch in enumerate(loader):
+            start = time.perf_counter()
+            loss = model(batch.cuda()).mean()
+            loss.backward()
+            torch.cuda.synchronize()
+            batch_times.append(time.perf_counter() - start)
+            if step % 50 == 0:
+                print(len(batch_times) / sum(batch_times))
+    """
+    assert ids_at(source, "script.compile-in-timing") == [8]
+    skipped = source.replace("            start = time.perf_counter()\n",
+                             "            if step < warmup:\n"
+                             "                model(batch.cuda())\n"
+                             "                continue\n"
+                             "            start = time.perf_counter()\n")
+    assert ids_at(skipped, "script.compile-in-timing") == []
+    per_step = source.replace("                print(len(batch_times) / sum(batch_times))",
+                              "                print(batch_times[-1])")
+    assert ids_at(per_step, "script.compile-in-timing") == []  # each step shown apart
+
+
+def test_running_clock_over_a_jitted_step() -> None:
+    source = """\
+        import time
+        import jax
+
+        train_step = jax.jit(step)
+        tic = time.time()
+        for i, batch in enumerate(loader):
+            state = train_step(state, batch)
+            print(i / (time.time() - tic))
+    """
+    assert ids_at(source, "script.compile-in-timing") == [7]
+    warm = source.replace("        tic = time.time()",
+                          "        state = train_step(state, first)\n        tic = time.time()")
+    assert ids_at(warm, "script.compile-in-timing") == []
+
+
+def test_mlx_function_timed_on_its_first_call() -> None:
+    source = """\
+        import time
+        import mlx.core as mx
+
+        def run_batched(engine, prompts):
+            return engine.generate_batch(prompts, max_tokens=32)
+
+        engine = load_engine(name)
+        start = time.perf_counter()
+        run_batched(engine, prompts)
+        elapsed = time.perf_counter() - start
+    """
+    assert ids_at(source, "script.cold-call-timed") == [9]
+    warm = source.replace("        start = time.perf_counter()",
+                          "        run_batched(engine, prompts)\n"
+                          "        start = time.perf_counter()")
+    assert ids_at(warm, "script.cold-call-timed") == []
+
+
+def test_flax_model_called_unjitted_in_a_loop() -> None:
+    source = """\
+        import jax
+        from transformers import FlaxWav2Vec2ForCTC
+
+        model = FlaxWav2Vec2ForCTC.from_pretrained("facebook/wav2vec2-base-960h")
+        for batch in batches:
+            logits = model(batch).logits
+    """
+    assert ids_at(source, "script.jax-host-op-in-loop") == [6]
+    jitted = source.replace("        for batch in batches:\n            logits = model(batch)",
+                            "        fwd = jax.jit(model.__call__)\n"
+                            "        for batch in batches:\n            logits = fwd(batch)")
+    assert ids_at(jitted, "script.jax-host-op-in-loop") == []
+
+
+def test_explicit_zero_workers_is_noted() -> None:
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        device = torch.device("cuda")
+        loader = DataLoader(image_folder, batch_size=16, shuffle=True, num_workers=0)
+        tensors = DataLoader(TensorDataset(x, y), batch_size=16, num_workers=0)
+        for a, b in loader:
+            model(a.to(device)).sum().backward()
+    """
+    assert ids_at(source, "script.dataloader-workers", "info") == [5]  # not the tensors
+    unset = source.replace(", num_workers=0)", ")")
+    assert ids_at(unset, "script.dataloader-workers") == []
