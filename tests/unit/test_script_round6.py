@@ -419,3 +419,38 @@ def test_explicit_zero_workers_is_noted() -> None:
     assert ids_at(source, "script.dataloader-workers", "info") == [5]  # not the tensors
     unset = source.replace(", num_workers=0)", ")")
     assert ids_at(unset, "script.dataloader-workers") == []
+
+
+def test_random_resize_makes_sizes_vary_for_cudnn() -> None:
+    source = """\
+        import random
+        import torch
+        import torch.nn.functional as F
+
+        torch.backends.cudnn.benchmark = True
+        scales = [(1333, 640), (1333, 800)]
+        for img, target in loader:
+            scale = random.choice(scales)
+            img = F.interpolate(img, size=(scale[1], scale[0]))
+            loss = model(img.cuda(), target).sum()
+            loss.backward()
+    """
+    assert ids_at(source, "script.cudnn-benchmark-varying") == [5]
+    fixed = source.replace("size=(scale[1], scale[0])", "size=(800, 1333)")
+    assert ids_at(fixed, "script.cudnn-benchmark-varying") == []
+
+
+def test_data_dependent_sizes_recompile_a_jitted_function() -> None:
+    source = """\
+        import jax
+
+        energy_and_forces = jax.jit(jax.value_and_grad(energy))
+        for step in range(n_steps):
+            senders, receivers = neighbor_list(positions, r_max)
+            energy, grad = energy_and_forces(positions, senders, receivers)
+            positions = positions - 0.01 * grad
+    """
+    assert ids_at(source, "script.recompile-shapes") == [6]
+    padded = source.replace("neighbor_list(positions, r_max)",
+                            "pad_to_bucket(positions, r_max, 64)")
+    assert ids_at(padded, "script.recompile-shapes") == []
