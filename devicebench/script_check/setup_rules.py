@@ -5,6 +5,7 @@ functions run inside a tf.data ``map``."""
 from __future__ import annotations
 
 import ast
+import re
 
 from devicebench.script_check.ast_tools import LOOPS, const, keyword, last_name, walk
 from devicebench.script_check.context import Context, rule
@@ -182,3 +183,37 @@ def tfdata_python_in_pipeline(ctx: Context) -> None:
             if fn is not None and _calls_python(ctx, fn):
                 ctx.add("script.tfdata-python-in-pipeline", "warning", call,
                         "the mapped function calls a Python function for every element")
+
+
+_AMP_WORDS = re.compile(r"autocast|\bamp\b|gradscaler|\bhalf\b|bfloat16|float16|\bbf16|"
+                        r"\bfp16|mixed_precision|\bprecision\b|accelerat")
+
+
+@rule("script.no-autocast",
+      "the CUDA model runs in float32 only",
+      "no autocast (or half/bfloat16 weights) anywhere in the script: every matmul and "
+      "convolution runs in float32, while GPUs since Volta run them several times faster in "
+      "bfloat16/float16 on their tensor cores (FGA-DIKU/BONSAI#162: a pretraining epoch "
+      "19 -> 12 minutes with bfloat16 autocast)",
+      "wrap the forward pass and the loss in `with torch.autocast(device_type=\"cuda\", "
+      "dtype=torch.bfloat16):` (bfloat16 needs no GradScaler; float16 does), then compare the "
+      "step time and the loss curve: small models may gain nothing")
+def no_autocast(ctx: Context) -> None:
+    if not ctx.uses("torch") or ctx.uses("tensorflow") or ctx.uses("jax"):
+        return
+    code = "\n".join(line.split("#", 1)[0] for line in ctx.lines).lower()
+    if "cuda" not in code or _AMP_WORDS.search(code):
+        return
+    if not any(last_name(c) == "backward" for c in ctx.calls()):
+        return  # not a training script
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
+            continue
+        call = next((n for n in walk(loop.body, lambda x: isinstance(x, LOOPS))
+                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                     and n.func.id in ctx.models), None)
+        if call is not None:
+            # info: whether it pays depends on the GPU and the model's size
+            ctx.add("script.no-autocast", "info", call,
+                    f"`{call.func.id}` runs in float32 in the loop at "  # type: ignore[attr-defined]
+                    f"{ctx.line(loop.lineno)} on a CUDA device")

@@ -454,3 +454,23 @@ def test_data_dependent_sizes_recompile_a_jitted_function() -> None:
     padded = source.replace("neighbor_list(positions, r_max)",
                             "pad_to_bucket(positions, r_max, 64)")
     assert ids_at(padded, "script.recompile-shapes") == []
+
+
+def test_cuda_training_without_any_mixed_precision_is_noted() -> None:
+    source = """\
+        import torch
+
+        device = torch.device("cuda")
+        model = Net().to(device)
+        for batch, target in loader:
+            loss = loss_fn(model(batch.to(device)), target.to(device))
+            loss.backward()
+            optimizer.step()
+    """
+    assert ids_at(source, "script.no-autocast", "info") == [6]
+    amp = source.replace("            loss = loss_fn(",
+                         "            with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+                         "                loss = loss_fn(")
+    assert ids_at(amp, "script.no-autocast") == []
+    cpu = source.replace('torch.device("cuda")', 'torch.device("cpu")')
+    assert ids_at(cpu, "script.no-autocast") == []  # float32 is the CPU's fast path here
