@@ -33,14 +33,14 @@ def _step_calls(ctx: Context) -> Iterator[tuple[ast.Call, ast.AST, str]]:
             if not isinstance(n, ast.Call):
                 continue
             yield n, loop, ""
-            fn = _local_callee(ctx, n)
+            fn = local_callee(ctx, n)
             if fn is not None and fn.name not in ctx.compiled:
                 for m in walk(fn.body):
                     if isinstance(m, ast.Call):
                         yield m, loop, fn.name
 
 
-def _local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
+def local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
     """The function of this file a call runs: ``f(...)``, or ``obj.f(...)`` when ``f`` is
     defined as a method of a class of this file (and nowhere else under that name)."""
     if isinstance(call.func, ast.Name):
@@ -65,7 +65,7 @@ def _where(ctx: Context, call: ast.Call, loop: ast.AST, via: str) -> tuple[ast.A
     return call, f"runs un-jitted on every iteration in the loop at {ctx.line(loop.lineno)}"
 
 
-def _is_grad_value(ctx: Context, node: ast.AST) -> bool:
+def is_grad_value(ctx: Context, node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and ctx.resolve(node.func) in _GRADS
 
 
@@ -81,9 +81,9 @@ def grad_outside_jit(ctx: Context) -> None:
     if not ctx.uses("jax"):
         return
     unjitted = {n for n, vs in ctx.assigns.items() for v in vs
-                if _is_grad_value(ctx, v) and n not in ctx.compiled}
+                if is_grad_value(ctx, v) and n not in ctx.compiled}
     for call, loop, via in _step_calls(ctx):
-        if _is_grad_value(ctx, call.func):  # jax.grad(f)(params, ...)
+        if is_grad_value(ctx, call.func):  # jax.grad(f)(params, ...)
             grad = ctx.resolve(call.func.func)  # type: ignore[attr-defined]
         elif isinstance(call.func, ast.Name) and call.func.id in unjitted:
             grad = call.func.id

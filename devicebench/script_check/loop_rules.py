@@ -9,6 +9,7 @@ import ast
 from devicebench.script_check.ast_tools import LOOPS, dotted, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import module_names, wrapped_models
+from devicebench.script_check.jax_rules import is_grad_value, local_callee
 from devicebench.script_check.reach_rules import compiled_in_callees
 
 _HOW = {"jax": "`jax.jit`", "tf": "`tf.function`", "torch": "`torch.compile`"}
@@ -222,6 +223,9 @@ def jax_dispatch_chain(ctx: Context) -> None:
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                and ctx.compiled.get(n.func.id) == "jax" for n in body):
             continue  # between jitted steps: the other rule of this id
+        if any(isinstance(n, ast.Call) and (fn := local_callee(ctx, n)) is not None and any(
+                is_grad_value(ctx, m) for m in ast.walk(fn)) for n in body):
+            continue  # the loop runs an un-jitted training step: reported at that step's def
         ops = [s for s in body if isinstance(s, ast.Assign) and _jax_op(ctx, s.value)]
         for s in ops:
             bound = {x for t in s.targets for x in target_names(t)}

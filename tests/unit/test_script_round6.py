@@ -474,3 +474,22 @@ def test_cuda_training_without_any_mixed_precision_is_noted() -> None:
     assert ids_at(amp, "script.no-autocast") == []
     cpu = source.replace('torch.device("cuda")', 'torch.device("cpu")')
     assert ids_at(cpu, "script.no-autocast") == []  # float32 is the CPU's fast path here
+
+
+def test_key_split_beside_an_unjitted_step_is_said_once() -> None:
+    source = """\
+        import jax
+
+        def step_fn(params, rng, batch):
+            loss, grads = jax.value_and_grad(loss_fn)(params, rng, batch)
+            return update(params, grads), loss
+
+        for it in range(n):
+            rng, sub = jax.random.split(rng)
+            params, loss = step_fn(params, sub, next(batches))
+    """
+    assert ids_at(source, "script.jax-grad-outside-jit") == [3]
+    assert ids_at(source, "script.jax-host-op-in-loop") == []  # the step is the cost
+    alone = source.replace("            params, loss = step_fn(params, sub, next(batches))\n",
+                           "            noise = jax.random.normal(sub, (3,))\n")
+    assert ids_at(alone, "script.jax-host-op-in-loop") == [8]  # a chain of bare ops
