@@ -493,3 +493,41 @@ def test_key_split_beside_an_unjitted_step_is_said_once() -> None:
     alone = source.replace("            params, loss = step_fn(params, sub, next(batches))\n",
                            "            noise = jax.random.normal(sub, (3,))\n")
     assert ids_at(alone, "script.jax-host-op-in-loop") == [8]  # a chain of bare ops
+
+
+def test_forward_looping_over_the_batch() -> None:
+    source = """\
+        import mlx.core as mx
+        import mlx.nn as nn
+
+        class AttFP(nn.Module):
+            def __call__(self, atoms, degrees):
+                batch_size = atoms.shape[0]
+                neighbors = [atoms[i][degrees[i]] for i in range(batch_size)]
+                layers = [layer(atoms) for layer in self.layers]
+                heads = [atoms[:, h] for h in range(4)]
+                return mx.stack(neighbors, axis=0)
+    """
+    assert ids_at(source, "script.per-sample-python-loop") == [7]  # not layers, not heads
+
+
+def test_mlx_model_with_dropout_evaluated_in_training_mode() -> None:
+    source = """\
+        import mlx.core as mx
+        import mlx.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.dropout = nn.Dropout(0.2)
+
+        model = Net()
+        for epoch in range(epochs):
+            train(model)
+            for batch in test_batches:
+                mx.eval(model(batch))
+    """
+    assert ids_at(source, "script.training-true-in-eval") == [13]
+    evaluated = source.replace("            for batch in test_batches:",
+                               "            model.eval()\n            for batch in test_batches:")
+    assert ids_at(evaluated, "script.training-true-in-eval") == []
