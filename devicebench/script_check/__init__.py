@@ -34,11 +34,13 @@ from devicebench.script_check import (
     mlx_rules,
     placement_rules,
     reach_rules,
+    setup_rules,
     shape_rules,
     sync_rules,
     tf_rules,
     timing_rules,
     torch_rules,
+    vector_rules,
 )
 from devicebench.script_check.context import RULES, Context
 from devicebench.script_check.source import Notebook, read_notebook, read_text
@@ -48,7 +50,8 @@ __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_sourc
 # importing the rule modules registers their rules
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_rules,
                  jax_rules, torch_rules, shape_rules, placement_rules, data_rules, loop_rules,
-                 reach_rules, mlx_rules, api_rules, compile_rules)
+                 reach_rules, mlx_rules, api_rules, compile_rules, setup_rules,
+                 vector_rules)
 
 
 @dataclass(frozen=True)

@@ -104,21 +104,3 @@ def detect_anomaly_on(ctx: Context) -> None:
                         node.body, lambda n: isinstance(n, LOOPS) or ctx.is_step(n)):
                     ctx.add("script.detect-anomaly-on", "warning", node,
                             "the block runs training steps")
-
-
-@rule("script.tfdata-python-in-pipeline",
-      "a Python generator feeds the tf.data input pipeline",
-      "`Dataset.from_generator` runs the generator in Python, which holds the GIL: the "
-      "pipeline's threads wait for one interpreter, so when the loop is input-bound the input "
-      "pipeline runs at Python speed (jpata/particleflow#202: `from_generator` \"uses Python "
-      "underneath and doesn't release the GIL\")",
-      "when the input pipeline is the bottleneck, read from files with tf.data readers "
-      "(TFRecordDataset, `tfds` `as_dataset`) or index the data with "
-      "`Dataset.from_tensor_slices` + `map` over TensorFlow ops")
-def tfdata_python_in_pipeline(ctx: Context) -> None:
-    if not ctx.uses("tensorflow"):
-        return
-    for call in ctx.calls():
-        if ctx.resolve(call.func) == "tensorflow.data.Dataset.from_generator":
-            ctx.add("script.tfdata-python-in-pipeline", "info", call,
-                    "every element comes from a Python generator")

@@ -150,7 +150,8 @@ class Context:
                 return self.compiler(node.args[0])
             node = node.func
         q = self.resolve(node)
-        if q in ("jax.jit", "jax.pmap", "equinox.filter_jit", "flax.linen.jit") or (
+        if q in ("jax.jit", "jax.pmap", "equinox.filter_jit", "flax.linen.jit",
+                 "alpa.parallelize", "jax.experimental.pjit.pjit", "flax.nnx.jit") or (
                 q == "jit" or q.endswith(".jit")) and self.uses("jax"):
             return "jax"
         if q in ("tensorflow.function", "tensorflow.compat.v1.function"):
@@ -199,10 +200,20 @@ class Context:
         while cur is not None:
             if isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef) and (
                     cur.name in self.compiled or cur.name in ("train_step", "test_step")
-                    and isinstance(self.parents.get(cur), ast.ClassDef)):
+                    and self._may_be_keras(self.parents.get(cur))):
                 return True
             cur = self.parents.get(cur)
         return False
+
+    def _may_be_keras(self, cls: ast.AST | None, depth: int = 3) -> bool:
+        """A class whose ``train_step`` a framework may compile: one derived from some base
+        (a Keras model, or a class defined elsewhere); a plain class of this file (no base,
+        or only bases of this file that have none) is not -- its methods run as written."""
+        if not isinstance(cls, ast.ClassDef) or depth == 0:
+            return False
+        bases = [b for b in cls.bases if dotted(b) != "object"]
+        return any(not (isinstance(b, ast.Name) and b.id in self.classes)
+                   or self._may_be_keras(self.classes[b.id], depth - 1) for b in bases)
 
     def value_of(self, name: str) -> ast.expr | None:
         """The first value assigned to ``name`` in the file, or None."""
@@ -339,6 +350,9 @@ class Context:
         last = last_name(node) if isinstance(node, ast.Call) else ""  # (out.sum().backward())
         if last == "step" and node.args:  # type: ignore[attr-defined]
             return False  # env.step(action): an RL environment, not an optimizer
+        if last == "update" and isinstance(node.func, ast.Attribute) and len(  # type: ignore[attr-defined]
+                node.args) >= 2 and "opt" in dotted(node.func.value).lower():  # type: ignore[attr-defined]
+            return True  # MLX's optimizer.update(model, grads), optax's tx.update(grads, state)
         return last in STEP_NAMES or "train_step" in last or last.endswith("_step")
 
     def inits_devices(self, node: ast.AST) -> bool:

@@ -7,6 +7,7 @@ import ast
 
 from devicebench.script_check.ast_tools import LOOPS, last_name, walk
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.jax_rules import unjitted_flax_models
 from devicebench.script_check.loop_rules import jax_dispatch_chain
 from devicebench.script_check.reach_rules import unjitted_jax_callee
 
@@ -184,6 +185,7 @@ def jax_host_op_in_loop(ctx: Context) -> None:
         return
     jax_dispatch_chain(ctx)
     unjitted_jax_callee(ctx)
+    unjitted_flax_models(ctx)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue

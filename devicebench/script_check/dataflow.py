@@ -284,7 +284,7 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                         _method(inst[f.id], "forward") or _method(inst[f.id], "__call__"))
                 elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
                     if f.value.id in ("self", "cls"):
-                        fn = ctx.funcs.get(f.attr)
+                        fn = ctx.funcs.get(f.attr) or _submodule_forward(ctx, f.attr)
                     elif f.value.id in inst:
                         fn = _method(inst[f.value.id], f.attr)
                     elif f.value.id in autograd and f.attr == "apply":
@@ -308,6 +308,19 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                     nxt += [(s, via or n) for s in fn.body]
         frontier = nxt
     return out
+
+
+def _submodule_forward(ctx: Context, attr: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """``self.noise()`` where ``__init__`` set ``self.noise = Noise(...)``, a class of this
+    file: calling the submodule runs its ``forward`` (or ``__call__``)."""
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(
+                n.value.func, ast.Name) and n.value.func.id in ctx.classes and any(
+                isinstance(t, ast.Attribute) and t.attr == attr and dotted(t.value) == "self"
+                for t in n.targets):
+            cls = ctx.classes[n.value.func.id]
+            return _method(cls, "forward") or _method(cls, "__call__")
+    return None
 
 
 def _unique_method(ctx: Context, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

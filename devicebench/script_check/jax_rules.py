@@ -23,7 +23,9 @@ _STEP = ("the whole step under one `@jax.jit`: `@jax.jit\\ndef train_step(params
 
 
 def _step_calls(ctx: Context) -> Iterator[tuple[ast.Call, ast.AST, str]]:
-    """Calls made on every iteration of a loop outside jit: (call, loop, via-function)."""
+    """Calls made on every iteration of a loop outside jit: (call, loop, via-function).
+    The loop's calls of this file's functions are followed, by name (``step(...)``) or as a
+    method (``solver.step_fn(...)``, ``self.train_step(...)``: a step kept on a class)."""
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue
@@ -31,14 +33,39 @@ def _step_calls(ctx: Context) -> Iterator[tuple[ast.Call, ast.AST, str]]:
             if not isinstance(n, ast.Call):
                 continue
             yield n, loop, ""
-            fn = ctx.funcs.get(n.func.id) if isinstance(n.func, ast.Name) else None
+            fn = local_callee(ctx, n)
             if fn is not None and fn.name not in ctx.compiled:
                 for m in walk(fn.body):
                     if isinstance(m, ast.Call):
                         yield m, loop, fn.name
 
 
-def _is_grad_value(ctx: Context, node: ast.AST) -> bool:
+def local_callee(ctx: Context, call: ast.Call) -> ast.FunctionDef | None:
+    """The function of this file a call runs: ``f(...)``, or ``obj.f(...)`` when ``f`` is
+    defined as a method of a class of this file (and nowhere else under that name)."""
+    if isinstance(call.func, ast.Name):
+        fn = ctx.funcs.get(call.func.id)
+        return fn if isinstance(fn, ast.FunctionDef) else None
+    if not isinstance(call.func, ast.Attribute):
+        return None
+    fn = ctx.funcs.get(call.func.attr)
+    if not isinstance(fn, ast.FunctionDef) or not isinstance(ctx.parents.get(fn), ast.ClassDef):
+        return None
+    return fn if not ctx.is_compiled_scope(fn.body[0]) else None
+
+
+def _where(ctx: Context, call: ast.Call, loop: ast.AST, via: str) -> tuple[ast.AST, str]:
+    """Where an un-jitted step is reported (the judge's convention, issue 24): at the ``def``
+    of the function to compile -- the step function the loop calls, or the function given to
+    ``jax.value_and_grad`` when the loop calls the gradient itself -- else at the call."""
+    if via:
+        return ctx.funcs[via], (f"`{via}` runs un-jitted on every iteration of the loop at "
+                                f"{ctx.line(loop.lineno)}: `{ast.unparse(call)[:60]}` "
+                                f"({ctx.line(call.lineno)})")
+    return call, f"runs un-jitted on every iteration in the loop at {ctx.line(loop.lineno)}"
+
+
+def is_grad_value(ctx: Context, node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and ctx.resolve(node.func) in _GRADS
 
 
@@ -54,18 +81,24 @@ def grad_outside_jit(ctx: Context) -> None:
     if not ctx.uses("jax"):
         return
     unjitted = {n for n, vs in ctx.assigns.items() for v in vs
-                if _is_grad_value(ctx, v) and n not in ctx.compiled}
+                if is_grad_value(ctx, v) and n not in ctx.compiled}
     for call, loop, via in _step_calls(ctx):
-        if _is_grad_value(ctx, call.func):  # jax.grad(f)(params, ...)
+        if is_grad_value(ctx, call.func):  # jax.grad(f)(params, ...)
             grad = ctx.resolve(call.func.func)  # type: ignore[attr-defined]
         elif isinstance(call.func, ast.Name) and call.func.id in unjitted:
             grad = call.func.id
         else:
             continue
-        where = f" (in `{via}`, called from the loop at {ctx.line(loop.lineno)})" if via else (
-            f" in the loop at {ctx.line(loop.lineno)}")
-        ctx.add("script.jax-grad-outside-jit", "warning", call,
-                f"runs un-jitted on every iteration{where}", grad=grad)
+        node, seen = _where(ctx, call, loop, via)
+        if not via and isinstance(call.func, ast.Name):  # g = jax.value_and_grad(loss); g(...)
+            f = next((v.args[0] for v in ctx.assigns.get(call.func.id, [])
+                      if isinstance(v, ast.Call) and v.args), None)
+            if isinstance(f, ast.Name) and isinstance(ctx.funcs.get(f.id), ast.FunctionDef):
+                node = ctx.funcs[f.id]
+                seen = (f"`{call.func.id}` differentiates `{f.id}` op by op, un-jitted, on every "
+                        f"iteration of the loop at {ctx.line(loop.lineno)} "
+                        f"({ctx.line(call.lineno)})")
+        ctx.add("script.jax-grad-outside-jit", "warning", node, seen, grad=grad)
 
 
 @rule("script.jax-update-outside-jit",
@@ -86,11 +119,20 @@ def update_outside_jit(ctx: Context) -> None:
                 last_name(call) == "update" and recv.split(".")[0] in optimizers) or (
                 last_name(call) == "apply_gradients" and any(k.arg == "grads"
                                                              for k in call.keywords)):
-            where = f" (in `{via}`, called from the loop at {ctx.line(loop.lineno)})" if via else (
-                f" in the loop at {ctx.line(loop.lineno)}")
-            ctx.add("script.jax-update-outside-jit", "warning", call,
-                    f"runs un-jitted on every iteration{where}",
+            if not via and grad_site(ctx, loop) is not None:
+                continue  # reported with the gradient, at the function to compile
+            node, seen = _where(ctx, call, loop, via)
+            ctx.add("script.jax-update-outside-jit", "warning", node, seen,
                     api=ast.unparse(call.func))
+
+
+def grad_site(ctx: Context, loop: ast.AST) -> object | None:
+    """The finding of this loop's un-jitted gradient (the step it belongs to), if any."""
+    line, span = ctx.line(getattr(loop, "lineno", 0)), range(
+        getattr(loop, "lineno", 0), (getattr(loop, "end_lineno", 0) or 0) + 1)
+    return next((f for f in ctx.found.values() if f.id == "script.jax-grad-outside-jit"
+                 and f"loop at {line}" in f.observed and not any(
+                     f.location == ctx.locate(i) for i in span)), None)
 
 
 @rule("script.jax-scalar-loop",
@@ -120,3 +162,24 @@ def scalar_loop(ctx: Context) -> None:
                             for arg in c.args for a in ast.walk(arg))):
                 ctx.add("script.jax-scalar-loop", "warning", c,
                         "called with the loop variable, one element at a time", fn=c.func.id)
+
+
+def unjitted_flax_models(ctx: Context) -> None:
+    """``script.jax-host-op-in-loop`` for a Flax model from ``transformers``
+    (``FlaxWav2Vec2ForCTC.from_pretrained(...)``) called in a loop outside ``jax.jit``: its
+    ``__call__`` is not compiled, so every call runs the network op by op
+    (huggingface/transformers#19108, sanchit-gandhi: Flax is faster "**if** the `__call__`
+    method is just in time (JIT) compiled")."""
+    flax = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
+            and last_name(v) == "from_pretrained" and dotted(v.func).startswith("Flax")}
+    flax -= set(ctx.compiled)
+    for call, loop, via in _step_calls(ctx):
+        if not via and isinstance(call.func, ast.Name) and call.func.id in flax:
+            ctx.add("script.jax-host-op-in-loop", "warning", call,
+                    f"`{call.func.id}` is a Flax model called un-jitted on every iteration of "
+                    f"the loop at {ctx.line(loop.lineno)}", op=f"{call.func.id}(...)",
+                    why="outside `jit` JAX dispatches every primitive of the network from "
+                        "Python, one at a time, on every call (huggingface/transformers#19108: "
+                        "1.14 s per call against PyTorch's 38 ms until the call is jitted)",
+                    fix=f"compile the forward once: `forward = jax.jit({call.func.id}.__call__)`"
+                        " (or jit a function that calls it) and call that in the loop")

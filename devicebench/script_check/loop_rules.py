@@ -9,6 +9,7 @@ import ast
 from devicebench.script_check.ast_tools import LOOPS, dotted, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import module_names, wrapped_models
+from devicebench.script_check.jax_rules import is_grad_value, local_callee
 from devicebench.script_check.reach_rules import compiled_in_callees
 
 _HOW = {"jax": "`jax.jit`", "tf": "`tf.function`", "torch": "`torch.compile`"}
@@ -86,9 +87,46 @@ def _no_grad_around(ctx: Context, node: ast.AST) -> bool:
     return False
 
 
+_LAYER_ROOTS = ("torch.nn.", "torchvision.", "transformers.", "timm.")
+
+
+def _parameterless(ctx: Context, call: ast.Call) -> bool:
+    """A module of this file with no parameters (no layer or ``nn.Parameter`` built in its
+    ``__init__``, nor in its submodules of this file): calling it records no graph."""
+    if not isinstance(call.func, ast.Name):
+        return False
+    value = ctx.value_of(call.func.id)
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and (
+            value.func.attr in ("to", "cuda", "eval", "train", "half", "float")):
+        value = value.func.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+        return False
+    cls = ctx.classes.get(value.func.id)
+    return cls is not None and not _has_parameters(ctx, cls, 3)
+
+
+def _has_parameters(ctx: Context, cls: ast.ClassDef, depth: int) -> bool:
+    if depth == 0 or not any(last_name(b) == "Module" for b in cls.bases):
+        return True  # not a plain nn.Module of this file: assume it has weights
+    for n in ast.walk(cls):
+        if not isinstance(n, ast.Call):
+            continue
+        q = ctx.resolve(n.func)
+        if q.startswith(_LAYER_ROOTS) and last_name(n)[:1].isupper() or last_name(n) in (
+                "Parameter", "register_parameter", "from_pretrained"):
+            return True
+        inner = ctx.classes.get(n.func.id) if isinstance(n.func, ast.Name) else None
+        if inner is not None and inner is not cls and _has_parameters(ctx, inner, depth - 1):
+            return True
+    return False
+
+
 def _backward_in(ctx: Context, roots: list[ast.AST]) -> ast.AST | None:
-    return ctx.search(roots, lambda n: isinstance(n, ast.Call) and last_name(n) in (
-        "backward", "step", "apply_gradients", "minimize") and isinstance(n.func, ast.Attribute))
+    """A backward pass: ``loss.backward()``, an optimizer step, or ``torch.autograd.grad``
+    (forces as the gradient of an energy need the graph as much as a training step does)."""
+    return ctx.search(roots, lambda n: isinstance(n, ast.Call) and (last_name(n) in (
+        "backward", "step", "apply_gradients", "minimize") and isinstance(n.func, ast.Attribute)
+        or ctx.resolve(n.func) in ("torch.autograd.grad", "torch.autograd.backward")))
 
 
 def _eval_only_branch(ctx: Context, fn: ast.AST | None, step: ast.AST) -> str:
@@ -136,7 +174,8 @@ def inference_grad(ctx: Context) -> None:
                          isinstance(n.func, ast.Name) and n.func.id in models
                          or isinstance(n.func, ast.Attribute) and n.func.attr in attrs
                          and dotted(n.func.value) == "self")), None)
-        if call is None or id(call) in done or _no_grad_around(ctx, call):
+        if call is None or id(call) in done or _no_grad_around(ctx, call) or (
+                _parameterless(ctx, call)):
             continue
         fn = ctx.enclosing(loop, (ast.FunctionDef, ast.AsyncFunctionDef))
         step = _backward_in(ctx, list(loop.body))
@@ -184,6 +223,9 @@ def jax_dispatch_chain(ctx: Context) -> None:
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                and ctx.compiled.get(n.func.id) == "jax" for n in body):
             continue  # between jitted steps: the other rule of this id
+        if any(isinstance(n, ast.Call) and (fn := local_callee(ctx, n)) is not None and any(
+                is_grad_value(ctx, m) for m in ast.walk(fn)) for n in body):
+            continue  # the loop runs an un-jitted training step: reported at that step's def
         ops = [s for s in body if isinstance(s, ast.Assign) and _jax_op(ctx, s.value)]
         for s in ops:
             bound = {x for t in s.targets for x in target_names(t)}

@@ -153,7 +153,8 @@ def _ddp_names(ctx: Context) -> set[str]:
     ``accelerator.prepare(model, ...)`` returns (DDP when launched on several GPUs) unless
     the loop uses ``accelerator.accumulate`` (which skips the sync itself)."""
     out = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call) and (
-        "DistributedDataParallel" in ctx.resolve(v.func) or last_name(v) == "DDP")}
+        "DistributedDataParallel" in ctx.resolve(v.func) or last_name(v) in ("DDP", "FSDP")
+        or "FullyShardedDataParallel" in ctx.resolve(v.func))}
     accelerators = {n for n, vs in ctx.assigns.items() for v in vs if isinstance(v, ast.Call)
                     and ctx.resolve(v.func).endswith("Accelerator")}
     if any(isinstance(c, ast.Call) and last_name(c) == "accumulate" for c in ctx.calls()):
@@ -318,13 +319,20 @@ def _trained_off_device(ctx: Context) -> None:
                 n.value.func, ast.Name) and n.value.func.id[:1].isupper()):
             continue
         names = set(target_names(n.targets[0])) & trained
-        if not names or _moved(ctx, names) or _handed_over(ctx, names):
+        if not names or _moved(ctx, names) or _handed_over(ctx, names) or _moved_inside(n.value):
             continue
         name = sorted(names)[0]
         ctx.add("script.model-not-on-device", "warning", n,
                 f"`{ast.unparse(device)[:50]}` picks the GPU, but no `.to(...)`/`.cuda()` of "
                 f"`{name}` or of what is made from it", uses=f"`{ast.unparse(device)[:40]}`",
                 model=name)
+
+
+def _moved_inside(value: ast.expr) -> bool:
+    """``DDP(build_model().to(device), ...)``: the module is moved inside the expression
+    that builds what the name holds."""
+    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+               and c.func.attr in ("to", "cuda", "to_empty") for c in ast.walk(value))
 
 
 def _handed_over(ctx: Context, names: set[str]) -> bool:

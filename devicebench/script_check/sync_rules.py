@@ -151,7 +151,19 @@ def _in_step(ctx: Context) -> Callable[[ast.AST], bool]:
     return skip
 
 
-_DEVICE_SYNCS = ("torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize")
+_DEVICE_SYNCS = ("torch.cuda.synchronize", "torch.mps.synchronize", "torch.xpu.synchronize",
+                 "jax.block_until_ready")
+
+
+def _waits_for_all(ctx: Context, n: ast.AST) -> bool:
+    """A whole-device wait: ``torch.cuda.synchronize()``, ``jax.block_until_ready(state)``,
+    ``state.block_until_ready()`` (a statement of its own, not a value fetched for use)."""
+    if not isinstance(n, ast.Call):
+        return False
+    if ctx.resolve(n.func) in _DEVICE_SYNCS:
+        return True
+    return isinstance(n.func, ast.Attribute) and n.func.attr == "block_until_ready" and isinstance(
+        ctx.parents.get(n), ast.Expr)
 
 
 def _data_fed(ctx: Context, loop: ast.AST) -> bool:
@@ -160,7 +172,12 @@ def _data_fed(ctx: Context, loop: ast.AST) -> bool:
     it = getattr(loop, "iter", None)
     while isinstance(it, ast.Call) and last_name(it) in ("enumerate", "tqdm", "zip") and it.args:
         it = it.args[0]
-    return it is not None and not (isinstance(it, ast.Call) and last_name(it) == "range")
+    if it is not None and isinstance(it, ast.Call) and last_name(it) == "range":
+        # for step in range(n): batch = next(data_iter) -- a loop over batches all the same
+        return any(isinstance(n, ast.Call) and last_name(n) == "next" and (
+            isinstance(n.func, ast.Name) and n.args or isinstance(n.func, ast.Attribute)
+            and not n.args) for n in walk(getattr(loop, "body", []), skip_in_step))
+    return it is not None
 
 
 def _eval_loop(ctx: Context, loop: ast.AST) -> bool:
@@ -207,15 +224,17 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
         fed = ctx.search(body, ctx.is_step, skip_in_step) is not None and _data_fed(
             ctx, node)  # a real optimisation loop over batches
         for n in direct:
-            if isinstance(n, ast.Call) and ctx.resolve(n.func) in _DEVICE_SYNCS and fed:
+            if _waits_for_all(ctx, n) and fed:
                 ctx.add("script.sync-in-step-loop", "warning", n,
                         f"the training loop at {ctx.line(node.lineno)} waits for the device "
                         "on every step; syncing to time each step costs the overlap of host "
                         "and device (HuguesTHOMAS/KPConv-PyTorch#22: 25% slower; NVIDIA/apex#316: "
                         "sync only on the iterations that print)", fixtext=(
                             "synchronize (and read the clock) only on the steps that log: "
-                            "`if step % log_freq == 0: torch.cuda.synchronize()`, and report "
-                            "the average time over those steps"))
+                            "`if step % log_freq == 0: " + (
+                                "jax.block_until_ready(state)" if "block_until_ready" in
+                                ast.unparse(n.func) else "torch.cuda.synchronize()") +
+                            "`, and report the average time over those steps"))
         inner = _inner_loops(ctx, body)
         assigned = {n.id for s in direct if isinstance(s, ast.Assign | ast.AugAssign)
                     for t in getattr(s, "targets", [getattr(s, "target", None)])

@@ -12,6 +12,7 @@ from devicebench.script_check.ast_tools import (
     walk,
 )
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.vector_rules import mlx_training_mode_in_eval
 
 
 def _local_import_touching_gpu(ctx: Context) -> tuple[ast.stmt, str] | None:
@@ -199,6 +200,7 @@ _EVAL = ("eval", "test", "valid", "val_", "predict", "infer", "inference")
       "wrong, depend on the batch size, and evaluation changes the model",
       "call the model with `training=False` (or `model(x)`) in evaluation and inference")
 def training_true_in_eval(ctx: Context) -> None:
+    mlx_training_mode_in_eval(ctx)
     if "BatchNormalization" not in "\n".join(ctx.lines) or ctx.uses("pytest") or ctx.uses(
             "unittest"):
         return  # no BatchNorm (MC dropout is legitimate); test files are not evaluation

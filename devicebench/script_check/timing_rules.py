@@ -19,6 +19,7 @@ from devicebench.script_check.dataflow import (
     torch_cpu_only,
     waits,
 )
+from devicebench.script_check.throughput_rules import averaged_over_compile
 
 CLOCKS = {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns",
           "time.perf_counter_ns", "time.monotonic_ns", "timeit.default_timer",
@@ -114,14 +115,33 @@ def _timed_block(ctx: Context, stmts: list[ast.stmt]) -> None:
         # no loop: one model call / compiled call / device method timed on its own
         op = next((n for n in walk(region) if isinstance(n, ast.Call) and (
             isinstance(n.func, ast.Name) and n.func.id in ctx.models
-            or not ctx.resolve(n.func).startswith(("torch.", "tensorflow.", "jax."))
-            and is_device_work(ctx, n))), None)
+            or not _creates_data(ctx, n) and is_device_work(ctx, n))), None)
         if op is None and _syncing_helper(ctx, stmts[b]):
             # the clock helper syncs (only sometimes): it declares the region device work
             op = next((n for n in walk(region) if isinstance(n, ast.Call)), None)
         if op is not None:
             _timing(ctx, op, op, f"timed {between}; the call returns once the work is "
                     "queued, not when the device has finished it")
+
+
+def _creates_data(ctx: Context, n: ast.Call) -> bool:
+    """A framework call that makes the inputs (``torch.randn``, ``tf.constant``,
+    ``jax.random.normal``) or sets the framework up, rather than the work being timed;
+    a framework op on existing values (``torch.einsum(q, k)``) is the work."""
+    q = ctx.resolve(n.func)
+    if not q.startswith(("torch.", "tensorflow.", "jax.")):
+        return False
+    if ctx.compiler(n) or last_name(n) in ("grad", "value_and_grad", "vmap", "pmap", "jit"):
+        return True  # building a transformed function runs nothing
+    return q.startswith(("jax.random.", "tensorflow.random.", "torch.random.")) or last_name(
+        n) in _DATA_MAKERS or ".config." in q or q.startswith(("torch.backends.", "torch.cuda."))
+
+
+_DATA_MAKERS = {"randn", "rand", "zeros", "ones", "empty", "full", "tensor", "arange", "load",
+                "randint", "linspace", "from_numpy", "constant", "Variable", "convert_to_tensor",
+                "normal", "uniform", "PRNGKey", "key", "split", "device", "manual_seed",
+                "set_seed", "device_put", "asarray", "array", "Event", "zeros_like",
+                "ones_like", "empty_like", "randn_like", "rand_like"}
 
 
 def _context_timers(ctx: Context) -> None:
@@ -297,6 +317,8 @@ def compile_in_timing(ctx: Context) -> None:
                             f"`{n.func.id}` is first called here, between the clock readings "
                             f"at {ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}",
                             how=how, name=n.func.id, sync=sync)
+    averaged_over_compile(ctx, CLOCKS, {"jax": "`.block_until_ready()`", "tf": "`.numpy()`",
+                                        "torch": "`torch.cuda.synchronize()`"})
 
 
 def _made_per_call(ctx: Context, name: str) -> bool:
@@ -346,11 +368,15 @@ def gpu_tiny_op(ctx: Context) -> None:
       "for inference wrap them in `{no_grad}` after `{name}.eval()`; or use "
       "`torch.utils.benchmark.Timer`, which warms up and syncs")
 def cold_call_timed(ctx: Context) -> None:
-    if not ctx.uses("torch"):
+    if not (ctx.uses("torch") or ctx.uses("mlx")):
         return
+    # the models, and (MLX: kernels are compiled for Metal on first use) the functions of
+    # this file that run one
+    runners = set(ctx.models) | ({n for n, fn in ctx.funcs.items() if n not in ctx.compiled
+                                  and _runs_model(ctx, fn)} if ctx.uses("mlx") else set())
     first: dict[str, int] = {}
     for call in sorted(ctx.calls(), key=lambda c: (c.lineno, c.col_offset)):
-        if isinstance(call.func, ast.Name) and call.func.id in ctx.models:
+        if isinstance(call.func, ast.Name) and call.func.id in runners:
             first.setdefault(call.func.id, call.lineno)
     evals = {c.func.value.id for c in ctx.calls() if last_name(c) == "eval" and isinstance(
         c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)}
@@ -363,15 +389,32 @@ def cold_call_timed(ctx: Context) -> None:
                 continue
             for n in walk(region):
                 if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                        and n.func.id not in ctx.compiled and first.get(n.func.id) == n.lineno):
-                    grad = "" if n.func.id in evals or _no_grad(ctx, n) else (
+                        and n.func.id not in ctx.compiled and first.get(n.func.id) == n.lineno
+                        and (n.func.id in ctx.models or not ctx.uses("torch"))):
+                    torch = ctx.uses("torch")
+                    grad = "" if n.func.id in evals or _no_grad(ctx, n) or not torch else (
                         "; without `torch.no_grad()` it also records the graph for a backward "
                         "pass that never comes")
                     ctx.add("script.cold-call-timed", "warning", n,
                             f"the only call between the clock readings at "
                             f"{ctx.line(stmts[a].lineno)} and {ctx.line(stmts[b].lineno)}, "
                             "and the model's first", name=n.func.id, grad=grad,
-                            no_grad="with torch.inference_mode():")
+                            no_grad="with torch.inference_mode():", fix="" if torch else (
+                                f"call `{n.func.id}(...)` once, untimed, before the clock "
+                                "starts (MLX compiles its Metal kernels on first use; "
+                                "waybarrios/vllm-mlx#408), then time several calls and "
+                                "report the median"))
+
+
+def _runs_model(ctx: Context, fn: ast.AST) -> bool:
+    """A function whose body calls a method of one of its parameters that does model work
+    (``engine.generate(...)``, ``model(...)``): a cold call of it is a cold call of that."""
+    params = {a.arg for a in getattr(getattr(fn, "args", None), "args", [])}
+    return any(isinstance(n, ast.Call) and (
+        isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in params and n.func.attr.startswith(("generate", "forward", "predict"))
+        or isinstance(n.func, ast.Name) and n.func.id in params | ctx.models)
+        for n in ast.walk(fn))
 
 
 def _no_grad(ctx: Context, node: ast.AST) -> bool:

@@ -74,6 +74,19 @@ def dataloader_workers(ctx: Context) -> None:
             ctx.add("script.dataloader-workers", "warning", call,
                     f"{work}; num_workers is {'0' if workers is not None else 'not set (0)'}",
                     work=work.replace("`", ""), dev=dev.upper() if dev == "mps" else "GPU")
+        elif workers is not None and not _in_memory(ctx, call.args[0]):
+            # info: `num_workers=0` written out, for a dataset this file does not show to be
+            # in-memory tensors -- its loading and collation run between the steps
+            ctx.add("script.dataloader-workers", "info", call,
+                    "`num_workers=0` is set explicitly: every batch is loaded and collated in "
+                    "the training process", work="each batch is loaded and collated here",
+                    dev=dev.upper() if dev == "mps" else "GPU")
+
+
+def _in_memory(ctx: Context, dataset: ast.AST) -> bool:
+    """``TensorDataset(...)`` (or a name bound to one): indexing it is a tensor slice."""
+    values = [dataset] + (ctx.assigns.get(dataset.id, []) if isinstance(dataset, ast.Name) else [])
+    return any(isinstance(v, ast.Call) and last_name(v) == "TensorDataset" for v in values)
 
 
 _TO_DEVICE = ("to", "cuda")

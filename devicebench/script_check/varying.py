@@ -15,6 +15,10 @@ _CREATORS = {"randn", "rand", "zeros", "ones", "empty", "full", "randint", "norm
 _RANDOM_INTS = {"numpy.random.randint", "random.randint", "random.randrange", "random.choice",
                 "numpy.random.choice"}
 PADDERS = ("pad_sequence", "pad_to_longest", "pad_batch")
+_RESIZERS = {"interpolate", "resize", "upsample", "resize_images"}
+# ops whose output size depends on the input's values, not its shape
+DATA_SIZED = {"nonzero", "argwhere", "unique", "masked_select", "boolean_mask",
+              "neighbor_list", "neighbour_list", "radius_graph", "knn_graph", "radius"}
 PER_ITEM = ("video", "path", "file", "image", "img")
 
 
@@ -163,6 +167,11 @@ class Varying:
         return False
 
     def _bind(self, name: str, value: ast.expr) -> None:
+        if isinstance(value, ast.Call) and last_name(value) in DATA_SIZED:
+            self.shaped.add(name)  # senders, receivers = neighbor_list(positions, r_max)
+            self.why[name] = (f"`{name}` comes from `{ast.unparse(value)[:40]}`, whose size "
+                              "depends on the values (how many pairs, hits or unique items)")
+            return
         if isinstance(value, ast.Call) and self.ctx.resolve(value.func) in _RANDOM_INTS:
             self.sizes.add(name)
             self.why[name] = f"`{name}` is drawn at random each iteration"
@@ -219,6 +228,15 @@ class Varying:
             if isinstance(n, ast.Call) and last_name(n) in PADDERS:
                 return (f"`{last_name(n)}` pads each batch to its own longest element, so the "
                         "length changes from batch to batch")
+            if isinstance(n, ast.Call) and last_name(n) in _RESIZERS:
+                args = [*n.args[1:], *(k.value for k in n.keywords if k.arg in (
+                    "size", "shape", "scale_factor", "dsize"))]
+                hit = {m.id for a in args for m in ast.walk(a) if isinstance(m, ast.Name)
+                       } & self.sizes
+                if hit:  # F.interpolate(img, size=(scale[1], ...)) with a random scale
+                    v = sorted(hit)[0]
+                    return (self.why.get(v, f"`{v}` changes every iteration") +
+                            f" and sets the size of `{ast.unparse(n)[:60]}`")
             if isinstance(n, ast.Call) and last_name(n) in _CREATORS:
                 args = _shape_args(n, self.ctx.resolve(n.func))
                 names = {m.id for a in [*args, *(k.value for k in n.keywords if k.arg in (

@@ -500,8 +500,8 @@ def test_unjitted_update_function_called_from_loop() -> None:
         for i in range(100):
             opt_state = update(i, opt_state, next(batches))
     """
-    f = one(source, "script.jax-grad-outside-jit")
-    assert f.location == "train.py:5" and "`update`" in f.observed
+    f = one(source, "script.jax-grad-outside-jit")  # at the def: the function to compile
+    assert f.location == "train.py:3" and "`update`" in f.observed
     assert lines(source.replace("        def update", "        @jit\n        def update"),
                  "script.jax-grad-outside-jit") == []
 
