@@ -105,6 +105,7 @@ def main() -> None:
         epochs = args.epochs or DEFAULT_EPOCHS[workload]
         ratios: dict[str, list[float]] = {"epoch": [], "fit": []}
         inside: dict[str, int] = {"epoch": 0, "fit": 0}
+        epochs_seen: dict[str, list[float]] = {"devicebench": [], "plain": []}
         for i in range(args.pairs):
             ours = devicebench_figures(workload, args.backend, epochs, args.rounds,
                                        args.mnist_samples, args.processes)
@@ -112,6 +113,8 @@ def main() -> None:
                                   args.verbose)
             ratios["epoch"].append(ours[0] / plain[0])
             ratios["fit"].append(ours[1] / plain[1])
+            epochs_seen["devicebench"].append(ours[0])
+            epochs_seen["plain"].append(plain[0])
             (elo, ehi), (flo, fhi) = ours[4], ours[5]
             inside["epoch"] += elo <= plain[0] <= ehi
             inside["fit"] += flo <= plain[1] <= fhi
@@ -122,6 +125,11 @@ def main() -> None:
                   f"first epoch's excess {plain[2]:.2f} s, mean epoch {ours[3]:.3f} s vs "
                   f"{plain[3]:.3f} s; devicebench's 95% CIs over {ours[6]} processes: epoch "
                   f"[{elo:.3f}-{ehi:.3f}], fit [{flo:.2f}-{fhi:.2f}])", flush=True)
+        for side, xs in epochs_seen.items():  # how much each side moves between pairs
+            mid = statistics.median(xs)
+            summary.append(f"{workload} {side} epoch over the pairs: {min(xs):.3f}-"
+                           f"{max(xs):.3f} s (range {(max(xs) - min(xs)) / mid:.0%} of the "
+                           f"median {mid:.3f} s)")
         for figure, rs in ratios.items():
             med = statistics.median(rs)
             verdict = "within" if abs(med - 1) <= TARGET else "OUTSIDE"
