@@ -159,82 +159,27 @@ def measure(half: str) -> tuple[int, int, list[str], list[str]]:
     return total, found, missed, alarms
 
 
-def test_new_split_is_by_fixed_seed() -> None:
-    """corpus_new's halves are ``random.Random(24).sample(sorted(names), n // 2)`` (new_dev)
-    and the rest (new_heldout); every file is in the split and names its source URL."""
+# Each later round's halves: ``random.Random(SEED).sample(sorted(names), n // 2)`` is its dev
+# half, the rest its held-out half (the seed is in each corpus README).
+SEEDED_SPLITS = [(NEW, NEW_SPLIT, 24, "new"), (ROUND2, ROUND2_SPLIT, 25, "round2"),
+                 (ROUND3, ROUND3_SPLIT, 26, "round3"), (ROUND4, ROUND4_SPLIT, 27, "round4"),
+                 (ROUND5, ROUND5_SPLIT, 28, "round5"), (ROUND6, ROUND6_SPLIT, 29, "round6")]
+
+
+@pytest.mark.parametrize(("folder", "split", "seed", "prefix"), SEEDED_SPLITS,
+                         ids=[x[3] for x in SEEDED_SPLITS])
+def test_seeded_split_is_by_fixed_seed(folder: Path, split: dict, seed: int,
+                                       prefix: str) -> None:
+    """A round's halves are its seeded sample (``{prefix}_dev``) and the rest
+    (``{prefix}_heldout``); every file is in the split and names its source URL."""
     import random
 
-    names = sorted(p.name for p in NEW.iterdir() if p.suffix in (".py", ".ipynb"))
-    assert names == sorted(NEW_SPLIT) and len(names) >= 24
-    dev = set(random.Random(24).sample(names, len(names) // 2))
-    for name, row in NEW_SPLIT.items():
-        assert row["half"] == ("new_dev" if name in dev else "new_heldout")
-        assert f"Source: {row['url']}" in _header(NEW / name)
-
-
-def test_round2_split_is_by_fixed_seed() -> None:
-    """corpus_round2's halves are ``random.Random(25).sample(sorted(names), n // 2)``
-    (round2_dev) and the rest (round2_heldout); each file names its source URL."""
-    import random
-
-    names = sorted(p.name for p in ROUND2.iterdir() if p.suffix in (".py", ".ipynb"))
-    assert names == sorted(ROUND2_SPLIT) and len(names) >= 24
-    dev = set(random.Random(25).sample(names, len(names) // 2))
-    for name, row in ROUND2_SPLIT.items():
-        assert row["half"] == ("round2_dev" if name in dev else "round2_heldout")
-        assert f"Source: {row['url']}" in _header(ROUND2 / name)
-
-
-def test_round3_split_is_by_fixed_seed() -> None:
-    """corpus_round3's halves are ``random.Random(26).sample(sorted(names), n // 2)``
-    (round3_dev) and the rest (round3_heldout); each file names its source URL."""
-    import random
-
-    names = sorted(p.name for p in ROUND3.iterdir() if p.suffix in (".py", ".ipynb"))
-    assert names == sorted(ROUND3_SPLIT) and len(names) >= 24
-    dev = set(random.Random(26).sample(names, len(names) // 2))
-    for name, row in ROUND3_SPLIT.items():
-        assert row["half"] == ("round3_dev" if name in dev else "round3_heldout")
-        assert f"Source: {row['url']}" in _header(ROUND3 / name)
-
-
-def test_round4_split_is_by_fixed_seed() -> None:
-    """corpus_round4's halves are ``random.Random(27).sample(sorted(names), n // 2)``
-    (round4_dev) and the rest (round4_heldout); each file names its source URL."""
-    import random
-
-    names = sorted(p.name for p in ROUND4.iterdir() if p.suffix in (".py", ".ipynb"))
-    assert names == sorted(ROUND4_SPLIT) and len(names) >= 24
-    dev = set(random.Random(27).sample(names, len(names) // 2))
-    for name, row in ROUND4_SPLIT.items():
-        assert row["half"] == ("round4_dev" if name in dev else "round4_heldout")
-        assert f"Source: {row['url']}" in _header(ROUND4 / name)
-
-
-def test_round5_split_is_by_fixed_seed() -> None:
-    """corpus_round5's halves are ``random.Random(28).sample(sorted(names), n // 2)``
-    (round5_dev) and the rest (round5_heldout); each file names its source URL."""
-    import random
-
-    names = sorted(p.name for p in ROUND5.iterdir() if p.suffix in (".py", ".ipynb"))
-    assert names == sorted(ROUND5_SPLIT) and len(names) >= 24
-    dev = set(random.Random(28).sample(names, len(names) // 2))
-    for name, row in ROUND5_SPLIT.items():
-        assert row["half"] == ("round5_dev" if name in dev else "round5_heldout")
-        assert f"Source: {row['url']}" in _header(ROUND5 / name)
-
-
-def test_round6_split_is_by_fixed_seed() -> None:
-    """corpus_round6's halves are ``random.Random(29).sample(sorted(names), n // 2)``
-    (round6_dev) and the rest (round6_heldout); each file names its source URL."""
-    import random
-
-    names = sorted(p.name for p in ROUND6.iterdir() if p.suffix in (".py", ".ipynb"))
-    assert names == sorted(ROUND6_SPLIT) and len(names) >= 24
-    dev = set(random.Random(29).sample(names, len(names) // 2))
-    for name, row in ROUND6_SPLIT.items():
-        assert row["half"] == ("round6_dev" if name in dev else "round6_heldout")
-        assert f"Source: {row['url']}" in _header(ROUND6 / name)
+    names = sorted(p.name for p in folder.iterdir() if p.suffix in (".py", ".ipynb"))
+    assert names == sorted(split) and len(names) >= 24
+    dev = set(random.Random(seed).sample(names, len(names) // 2))
+    for name, row in split.items():
+        assert row["half"] == (f"{prefix}_dev" if name in dev else f"{prefix}_heldout")
+        assert f"Source: {row['url']}" in _header(folder / name)
 
 
 def test_split_is_by_url_hash() -> None:
