@@ -23,6 +23,12 @@ steps on the wall clock and on the process's CPU clock (is a slow block slow bec
 waited, or because the same work took more CPU time?).
 
     python bench/tf_two_speeds.py --reference --seconds 15
+
+With --idle: is a vCPU slow because it just woke? The reference loop every 0.1 s on core 0,
+the gaps slept (the vCPU halts) or busy-waited (it never idles), alternating 10 s windows,
+--k times each.
+
+    python bench/tf_two_speeds.py --idle --k 3
 """
 
 from __future__ import annotations
@@ -163,6 +169,31 @@ def reference(seconds: float, k: int) -> None:
               f" correlation of a block's wall and CPU time {_corr(wall, cpu):.2f}", flush=True)
 
 
+def idle(k: int) -> None:
+    """The reference loop with slept vs busy-waited gaps, pinned to one core."""
+    import os
+    import time
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    from devicebench.measure.cpuspeed import CpuSpeed, reference_seconds
+
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    for i in range(k):
+        for cond in ("slept gaps", "busy-waited gaps"):
+            xs: list[float] = []
+            end = time.time() + 10
+            while time.time() < end:
+                xs.append(reference_seconds())
+                nxt = time.time() + 0.1
+                if cond == "slept gaps":
+                    time.sleep(0.1)
+                while time.time() < nxt:
+                    pass
+            sp = CpuSpeed(tuple(xs))
+            print(f"{cond:16s} #{i + 1}: {_levels(xs)}; mean slowdown {sp.mean_slowdown:.0%}",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, default=5, help="processes per condition")
@@ -170,9 +201,14 @@ def main() -> None:
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--reference", action="store_true",
                     help="the CPU's own speed per core, and TF blocks' wall vs CPU time")
+    ap.add_argument("--idle", action="store_true",
+                    help="the reference loop with slept vs busy-waited gaps")
     args = ap.parse_args()
     if args.reference:
         reference(args.seconds, args.k)
+        return
+    if args.idle:
+        idle(args.k)
         return
     conds = [c for c in args.conditions.split(",") if c]
     got: dict[str, list[dict]] = {c: [] for c in conds}
