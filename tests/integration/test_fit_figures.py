@@ -67,6 +67,7 @@ def test_a_workload_without_validation_keeps_its_epoch_a_training_pass():
     assert row.fit.fit_s == pytest.approx(row.fit.one_time_s + 4 * row.fit.mean_epoch[0])
 
 
+@pytest.mark.slow  # 9 s; the validation-round bookkeeping is also held by tests/unit/test_trials.py
 @requires_tf
 def test_validation_is_timed_in_a_trials_first_rounds_only():
     from devicebench.trials.worker import VALIDATION_TIMINGS

@@ -177,6 +177,7 @@ def test_the_store_holds_three_machines_and_reads_back(first, tmp_path):
     assert answer.startswith("Train seed-rnn on")
 
 
+@pytest.mark.slow  # 18 s; Ctrl-C keeping what finished is held for run by test_run.py
 def test_ctrl_c_cancels_the_fleet_and_keeps_what_finished(first, cluster, tmp_path):
     """A user's workload file travels to the nodes in the task's arguments: node-a loads
     it from its own copy and starts measuring; the H200 node, a replayed profile, has no

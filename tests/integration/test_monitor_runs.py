@@ -36,6 +36,7 @@ print("trained")
 """
 
 
+@pytest.mark.slow  # 14 s; history, report, export and import are each held by faster tests
 @requires_tf
 def test_history_report_export_import_of_a_monitored_fit(tmp_path: Path) -> None:
     db = tmp_path / "r.db"

@@ -166,6 +166,7 @@ def test_subclassed_model_with_custom_layer_reruns_the_script_in_the_worker(
     np.testing.assert_allclose(losses, want, rtol=1e-5)
 
 
+@pytest.mark.slow  # 10 s
 @requires_jax
 def test_a_candidates_precision_applies_to_the_captured_model(tmp_path: Path) -> None:
     """The saved layers carry float32; a mixed-precision candidate must compute in its
