@@ -6,11 +6,14 @@ CPU clock (so time spent waiting for other processes is not counted), takes eith
 ~0.77 ms or ~1.3 ms: each virtual CPU runs at one of two speeds in phases of 0.1-2 s,
 independently of the other vCPU (correlation 0.02 between two loops pinned one per
 vCPU), slow 15-40% of the time depending on the minute, with no CPU steal reported and
-no other process in the guest (``bench/tf_two_speeds.py --reference``). That is the
-host's other tenants sharing the physical cores; a laptop's turbo and thermal limits do
-the same. A run's absolute figures move with the share of slow time, which the load
-average and the steal counter cannot see; the samples here can. Facts only:
-:mod:`devicebench.trials.stability` judges them.
+no other process in the guest (``bench/tf_two_speeds.py --reference``), and more often
+right after the vCPU idled (slept gaps 13-36% slow, busy-waited gaps 8-17%: ``--idle``).
+That is the host: other tenants sharing the physical cores, and idle vCPUs coming back
+slow; a laptop's turbo and thermal limits do the same. A run's absolute figures move
+with the share of slow time, which the load average and the steal counter cannot see;
+the samples here can. The sampler sleeps between samples, so on such a guest it reads a
+just-woken vCPU: how much the machine's speed moves, not exactly what a busy worker saw.
+Facts only: :mod:`devicebench.trials.stability` judges them.
 """
 
 from __future__ import annotations

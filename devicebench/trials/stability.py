@@ -121,8 +121,9 @@ def cpu_speed_findings(speed: CpuSpeed | None) -> list[Finding]:
                   f"{speed.slow_share:.0%} of them, {speed.mean_slowdown:.0%} slower on "
                   "average"),
         why=("the same instructions ran at different speeds: the host shares this "
-             "machine's physical cores with other work (a cloud VM's other tenants), or "
-             "turbo and thermal limits change the clock; every figure here moves with "
+             "machine's physical cores with other work (a cloud VM's other tenants; its "
+             "idle cores may also come back slow), or turbo and thermal limits change the "
+             "clock; every figure here moves with "
              "it, absolute times most, ratios of configurations measured interleaved "
              "least, and a rerun at another time lands elsewhere"),
         fix=(f"read absolute times here as ±{max(speed.mean_slowdown, varied / 2):.0%} or "
