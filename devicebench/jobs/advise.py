@@ -38,7 +38,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.advisor.floor import refuse_short_budget
     from devicebench.env.probe import probe_host_layer
     from devicebench.measure.cpuspeed import CpuSpeedSampler
-    from devicebench.measure.load import read_load
+    from devicebench.measure.load import MachineLoad, read_load
     from devicebench.store import recorded_run
     from devicebench.store.ops import latest_ops_run
     from devicebench.trials.plan import installed_backends, validate_spec
@@ -104,9 +104,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
                                        load_after, cpu_speed=speed)
         advice = replace(advice, stability=stability,
                          notes=[*advice.notes, *(finding_line(f) for f in stability)],
-                         load={"before": load_before and load_before.to_dict(),
-                               "after": load_after and load_after.to_dict(),
-                               "cpu_speed": speed.to_dict()})
+                         load=MachineLoad(load_before, load_after, speed).to_dict())
         rec.summary = advice.to_dict()
     if rec.problems:  # results the store would not take: kept aside
         advice = replace(advice, notes=[*advice.notes, *rec.problems])

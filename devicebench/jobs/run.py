@@ -111,7 +111,7 @@ def run(
     from devicebench.advisor.equivalence import loss_check
     from devicebench.env.probe import probe_host_layer
     from devicebench.measure.cpuspeed import CpuSpeedSampler
-    from devicebench.measure.load import read_load
+    from devicebench.measure.load import MachineLoad, read_load
     from devicebench.store import recorded_run
     from devicebench.trials.engine import run_workload_group
     from devicebench.trials.epochs import fit_estimate
@@ -203,8 +203,7 @@ def run(
         load_after = read_load()
         findings = stability_findings(results, load_before, load_after, cpu_speed=speed)
         notes += [finding_line(f) for f in findings]
-        load = {"before": load_before and load_before.to_dict(),
-                "after": load_after and load_after.to_dict(), "cpu_speed": speed.to_dict()}
+        load = MachineLoad(load_before, load_after, speed).to_dict()
         rec.summary = {"load": load,
                        "stability": [f.to_dict() for f in findings]}
     # Only trials measured together in this run are compared (their rounds interleaved);

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from devicebench.measure.cpuspeed import CpuSpeed
+
 
 @dataclass(frozen=True)
 class LoadReading:
@@ -58,3 +60,34 @@ def steal_fraction(before: LoadReading, after: LoadReading) -> float | None:
     if total <= 0:
         return None
     return max(0, after.ticks_steal - before.ticks_steal) / total
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """The machine around a measurement, as ``run`` and ``advise`` store it with the run
+    (``load`` in the store and in ``--json``): the load readings before and after, and the
+    CPU's own speed during it."""
+
+    before: LoadReading | None = None
+    after: LoadReading | None = None
+    cpu_speed: CpuSpeed | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"before": self.before and self.before.to_dict(),
+                "after": self.after and self.after.to_dict(),
+                "cpu_speed": self.cpu_speed.to_dict() if self.cpu_speed is not None else None}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> MachineLoad:
+        """What a stored run says; a part that is missing or garbled (older runs stored
+        no CPU speed) is None."""
+        d = d if isinstance(d, dict) else {}
+
+        def part(key: str, kind: Any) -> Any:
+            try:
+                return kind.from_dict(d[key]) if isinstance(d.get(key), dict) else None
+            except (KeyError, TypeError, ValueError):
+                return None
+
+        return cls(part("before", LoadReading), part("after", LoadReading),
+                   part("cpu_speed", CpuSpeed))

@@ -19,8 +19,7 @@ from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.fmt import fmt_bytes, fmt_rate
-from devicebench.measure.cpuspeed import CpuSpeed
-from devicebench.measure.load import LoadReading
+from devicebench.measure.load import MachineLoad
 from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
 from devicebench.results.monitor_report import MonitorFigures, monitor_figures
@@ -309,21 +308,9 @@ def training_figures(run: StoredRun, has_accel: bool) -> list[WorkloadFigures]:
 def _stability(run: StoredRun) -> list[Finding]:
     """Stability findings of a stored run's trials, and of the machine's load around
     them where the run stored it (runs since schema 5's replication do)."""
-    load = (run.summary or {}).get("load") or {}
-
-    def reading(d: Any) -> LoadReading | None:
-        try:
-            return LoadReading.from_dict(d) if isinstance(d, dict) else None
-        except (KeyError, TypeError, ValueError):
-            return None
-
-    speed = load.get("cpu_speed")
-    try:
-        cpu = CpuSpeed.from_dict(speed) if isinstance(speed, dict) else None
-    except (KeyError, TypeError, ValueError):
-        cpu = None
-    return stability_findings(_latest_per_spec(run.trials), reading(load.get("before")),
-                              reading(load.get("after")), cpu_speed=cpu)
+    load = MachineLoad.from_dict((run.summary or {}).get("load"))
+    return stability_findings(_latest_per_spec(run.trials), load.before, load.after,
+                              cpu_speed=load.cpu_speed)
 
 
 # -- ops ---------------------------------------------------------------------------------
