@@ -19,8 +19,7 @@ from devicebench.advisor.budget import (
     LEAST_ROUNDS,
     SearchBudget,
 )
-from devicebench.advisor.search import rejection
-from devicebench.measure.stats import paired_ratio
+from devicebench.advisor.search import rejection, speedups
 from devicebench.trials.options import RunOptions
 from devicebench.trials.replication import MIN_PROCESSES, Replication, replicate_keys
 from devicebench.trials.result import TrialResult
@@ -146,13 +145,9 @@ def undecided_line(group, baseline: TrialSpec, budget: SearchBudget,
     the square root of its rounds) — when the budget stopped the rounds; when the
     final's round cap or its CIs' precision did, that the difference is within the
     run's noise. "" when there is nothing open."""
-    base = group.results.get(baseline)
-    if base is None or base.status != "ok" or not base.round_step_times:
-        return ""
-    open_ = [(q, s) for s in group.live if s != baseline
-             and (r := group.results[s]).status == "ok" and r.round_step_times
-             and not rejection(r, baseline)
-             and (q := paired_ratio(base.round_step_times, r.round_step_times))]
+    open_ = [(q, s) for q, s in speedups(baseline, group.results,
+                                         [s for s in group.live if s != baseline])
+             if not rejection(group.results[s], baseline)]
     if not open_:
         return ""
     q, spec = max(open_, key=lambda p: p[0].value)

@@ -28,7 +28,7 @@ from devicebench.advisor.budget import (
 )
 from devicebench.advisor.equivalence import loss_check
 from devicebench.advisor.figures import DeviceFigures
-from devicebench.measure.stats import paired_ratio
+from devicebench.measure.stats import Ratio, paired_ratio
 from devicebench.trials.engine import RunOptions, TrialGroup
 from devicebench.trials.result import TrialResult, fastest_setup_step
 from devicebench.trials.spec import TrialSpec
@@ -75,6 +75,18 @@ def rejection(result: TrialResult, baseline: TrialSpec) -> str:
         return (f"changes the math ({', '.join(result.spec.math_changes(baseline))}) and the "
                 f"loss equivalence could not confirm it ({result.loss_verdict})")
     return ""
+
+
+def speedups(baseline: TrialSpec, results: dict[TrialSpec, TrialResult],
+             specs: list[TrialSpec]) -> list[tuple[Ratio, TrialSpec]]:
+    """Each of ``specs`` measured ``ok`` with timed blocks, with its speed-up over the
+    baseline in the rounds both were measured in ([] when the baseline is not ok)."""
+    base = results.get(baseline)
+    if base is None or base.status != "ok":
+        return []
+    return [(q, s) for s in specs if (r := results.get(s)) is not None and r.status == "ok"
+            and r.block_seconds
+            and (q := paired_ratio(base.round_step_times, r.round_step_times))]
 
 
 class Group(Protocol):

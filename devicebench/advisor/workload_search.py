@@ -19,9 +19,9 @@ from devicebench.advisor.search import (
     note_timing,
     rejection,
     search,
+    speedups,
 )
 from devicebench.env.snapshot import EnvSnapshot
-from devicebench.measure.stats import paired_ratio
 from devicebench.trials.replication import Replication
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -41,12 +41,7 @@ def decided(baseline: TrialSpec, finalists: list[TrialSpec]
     (nothing is faster). Until then, rounds go on (to the budget)."""
 
     def enough(results: dict[TrialSpec, TrialResult]) -> bool:
-        base = results.get(baseline)
-        if base is None or base.status != "ok":
-            return True
-        ratios = [q for s in finalists if (r := results.get(s)) is not None
-                  and r.status == "ok" and r.block_seconds
-                  and (q := paired_ratio(base.round_step_times, r.round_step_times))]
+        ratios = [q for q, _ in speedups(baseline, results, finalists)]
         if not ratios:
             return True
         best = max(ratios, key=lambda q: q.value)
