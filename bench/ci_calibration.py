@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -169,11 +170,10 @@ def report(label: str, reruns: list[Rerun]) -> None:
 
 
 def _corr(a: list[float], b: list[float]) -> float:
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    va = sum((x - ma) ** 2 for x in a) ** 0.5
-    vb = sum((y - mb) ** 2 for y in b) ** 0.5
-    return (sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True)) / (va * vb)
-            if va and vb else 0.0)
+    try:
+        return statistics.correlation(a, b)
+    except statistics.StatisticsError:  # a constant series
+        return 0.0
 
 
 def cpu_speed(name: str, reruns: list[Rerun]) -> None:

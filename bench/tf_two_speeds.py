@@ -38,6 +38,10 @@ import json
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from devicebench.measure.cpuspeed import CpuSpeed, reference_seconds  # noqa: E402
 
 CHILD = r"""
 import json, os, sys, time
@@ -111,21 +115,18 @@ print(json.dumps({"pairs": pairs}))
 
 
 def _levels(xs: list[float]) -> str:
-    s = sorted(xs)
-    fast, slow = s[len(s) // 10], s[min(len(s) - 1, 9 * len(s) // 10)]
-    share = sum(x > 1.2 * fast for x in xs) / len(xs)
-    return (f"{len(xs)} samples, fastest tenth {fast * 1e3:.3f} ms, slowest tenth "
-            f"{slow * 1e3:.3f} ms ({slow / fast:.2f}x), over 1.2x the fastest in {share:.0%}")
+    sp = CpuSpeed(tuple(xs))
+    return (f"{len(xs)} samples, fastest tenth {sp.fastest * 1e3:.3f} ms, slowest tenth "
+            f"{sp.slowest * 1e3:.3f} ms ({sp.slowest / sp.fastest:.2f}x), over 1.2x the fastest "
+            f"in {sp.slow_share:.0%}")
 
 
 def _corr(a: list[float], b: list[float]) -> float:
     n = min(len(a), len(b))
-    a, b = a[:n], b[:n]
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True))
-    va = sum((x - ma) ** 2 for x in a) ** 0.5
-    vb = sum((y - mb) ** 2 for y in b) ** 0.5
-    return cov / (va * vb) if va and vb else 0.0
+    try:
+        return statistics.correlation(a[:n], b[:n])
+    except statistics.StatisticsError:  # a constant series
+        return 0.0
 
 
 def reference(seconds: float, k: int) -> None:
@@ -134,7 +135,7 @@ def reference(seconds: float, k: int) -> None:
     import time
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+        p for p in (str(Path(__file__).resolve().parents[1]),
                     os.environ.get("PYTHONPATH")) if p))
     cpus = sorted(os.sched_getaffinity(0))[:2]
     for label, which in (("both cores at once", cpus), (f"core {cpus[0]} alone", cpus[:1])):
@@ -144,12 +145,11 @@ def reference(seconds: float, k: int) -> None:
                  for c in which]
         got = [json.loads(p.communicate()[0]) for p in procs]
         print(f"reference loop, {label}:")
-        for c, xs in zip(which, got, strict=True):
-            fast = sorted(xs)[len(xs) // 10]
+        slow = [[x > 1.2 * CpuSpeed(tuple(xs)).fastest for x in xs] for xs in got]
+        for c, xs, flags in zip(which, got, slow, strict=True):
             print(f"  core {c}: {_levels(xs)}")
-            print("    " + "".join("S" if x > 1.2 * fast else "." for x in xs))
+            print("    " + "".join("S" if f else "." for f in flags))
         if len(got) == 2:
-            slow = [[x > 1.2 * sorted(xs)[len(xs) // 10] for x in xs] for xs in got]
             n = min(map(len, slow))
             both = sum(a and b for a, b in zip(slow[0][:n], slow[1][:n], strict=True)) / n
             print(f"  correlation of the two cores' samples {_corr(*got):.2f}; both slow in "
@@ -173,9 +173,6 @@ def idle(k: int) -> None:
     """The reference loop with slept vs busy-waited gaps, pinned to one core."""
     import os
     import time
-
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    from devicebench.measure.cpuspeed import CpuSpeed, reference_seconds
 
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     for i in range(k):
