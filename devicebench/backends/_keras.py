@@ -22,3 +22,62 @@ def probe_keras() -> dict[str, Any]:
     except Exception as exc:
         out["keras_error"] = f"{type(exc).__name__}: {exc}"
     return out
+
+
+# Attributes through which Keras 3's random layers draw in training: Dropout and its
+# kin (SpatialDropout*, GaussianDropout, AlphaDropout: ``rate``), GaussianNoise
+# (``stddev``), and the RNN cells' input and recurrent dropout (keras/src/layers/rnn/
+# dropout_rnn_cell.py: a mask only when ``0 < dropout < 1``). MultiHeadAttention keeps
+# its attention dropout in a Dropout sublayer, found by the recursive walk.
+_RANDOM_IN_TRAINING = {
+    "Dropout": ("rate",), "SpatialDropout1D": ("rate",), "SpatialDropout2D": ("rate",),
+    "SpatialDropout3D": ("rate",), "GaussianDropout": ("rate",), "AlphaDropout": ("rate",),
+    "GaussianNoise": ("stddev",),
+}
+_RNN_CELL_ATTRS = ("dropout", "recurrent_dropout")
+
+
+def _all_layers(model: Any) -> list[Any]:
+    flatten = getattr(model, "_flatten_layers", None)
+    if flatten is not None:  # Keras 3: every nested layer and sublayer, once
+        return [layer for layer in flatten(include_self=False, recursive=True)]
+    return list(getattr(model, "layers", ()))
+
+
+def suspend_random_layers(model: Any) -> Any:
+    """Switch off the randomness ``model``'s layers draw in training; returns a callable
+    that restores it and makes Keras trace the training step again (``None`` when the
+    model draws nothing).
+
+    The equivalence steps compare loss trajectories across backends, precisions and XLA
+    on/off. A dropout mask is drawn by each backend's own generator (and XLA's differs
+    from TensorFlow's kernels), so with dropout on, two trials of one model part after
+    the first step and every candidate would read "loss differs". With it off, the steps
+    compare the model's arithmetic, which is what a backend or precision change can break.
+
+    Example:
+        >>> suspend_random_layers(object()) is None
+        True
+    """
+    saved: list[tuple[Any, str, Any]] = []
+    for layer in _all_layers(model):
+        names = _RANDOM_IN_TRAINING.get(type(layer).__name__, ())
+        targets = [(layer, n) for n in names]
+        cell = getattr(layer, "cell", None)
+        for owner in (layer, cell):
+            if owner is not None and type(owner).__name__.endswith("Cell"):
+                targets += [(owner, n) for n in _RNN_CELL_ATTRS]
+        for owner, name in targets:
+            value = getattr(owner, name, None)
+            if isinstance(value, int | float) and value > 0:
+                saved.append((owner, name, value))
+                setattr(owner, name, 0.0)
+    if not saved:
+        return None
+
+    def restore() -> None:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+        model.train_function = None  # traced with the layers off: trace it again
+
+    return restore

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from devicebench.backends._keras import suspend_random_layers
 from devicebench.launch.child import Channel
 from devicebench.measure.stats import settled
 from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, plan_blocks
@@ -131,10 +132,11 @@ class TrialSession:
             self.dataset = ds.repeat().prefetch(tf.data.AUTOTUNE)
         setup_seconds = time.perf_counter() - t1
 
-        # Loss trajectory from the (shared) initial weights, on fixed batches.
+        # Loss trajectory from the (shared) initial weights, on fixed batches, with the
+        # layers' training randomness off (dropout masks differ across backends).
+        restore = suspend_random_layers(model)
         losses: list[float] = []
         losses_times: list[float] = []
-        audit = spec.backend == "tensorflow"
         placement: dict[str, Any] = {}
         t_eq = time.perf_counter()
         for i in range(req.equivalence_steps):
@@ -146,27 +148,27 @@ class TrialSession:
                     and not self._refines(typical)):  # else fits measure it below
                 break
             lo = (i % self.steps_per_epoch) * self.batch
-            if audit and i == 0:
-                self.backend.start_placement_audit()  # where the first step's ops run
             xb, yb = take(self.x, lo, lo + self.batch), take(self.y, lo, lo + self.batch)
-            if spec.backend == "torch" and i == 1:  # kernels launched by one (untimed) step
-                out, placement = self.backend.profile_step(
-                    functools.partial(model.train_on_batch, xb, yb), spec.device)
+            if restore is None and i < 2:  # the audits see the model as it trains
+                out, seconds = self._audited_step(i, xb, yb, placement)
             else:
                 ts = time.perf_counter()
                 out = model.train_on_batch(xb, yb)
-                losses_times.append(time.perf_counter() - ts)
+                seconds = time.perf_counter() - ts
+            if seconds is not None:
+                losses_times.append(seconds)
             loss = float(out[0] if isinstance(out, list | tuple) else out)
-            if audit and i == 0:
-                placement = self.backend.finish_placement_audit()
-            elif spec.backend == "jax" and i == 0:
-                placement = self.backend.kernel_audit(model, xb, yb)
-            if i == 0 and isinstance(self.x, np.ndarray):
-                # A loop body runs once per timestep: (batch, timesteps, features).
-                placement["input_shape"] = [int(d) for d in self.x.shape[1:]]
             losses.append(loss)
             if not math.isfinite(loss):
                 break
+        if restore is not None:
+            restore()  # the timed steps train the model as written, randomness on
+            if losses and math.isfinite(losses[-1]):  # audited as it trains (untimed)
+                for i in range(2):
+                    self._audited_step(i, xb, yb, placement)
+        if isinstance(self.x, np.ndarray):
+            # A loop body runs once per timestep: (batch, timesteps, features).
+            placement["input_shape"] = [int(d) for d in self.x.shape[1:]]
         checkpoints = {str(s): losses[s - 1] for s in CHECKPOINT_STEPS if s <= len(losses)}
         if losses and not math.isfinite(losses[-1]):
             raise NonFiniteLoss(f"loss became {losses[-1]} at step {len(losses)}")
@@ -202,6 +204,29 @@ class TrialSession:
             epoch_estimate_seconds=self._step_estimate * self.steps_per_epoch,
             **setup_step,
         )
+
+    def _audited_step(self, i: int, xb: Any, yb: Any,
+                      placement: dict[str, Any]) -> tuple[Any, float | None]:
+        """Step ``i`` of a model's first two (the first traces and compiles), with the
+        backend's audit of what it runs added to ``placement``: TensorFlow's op placement
+        at the first, JAX's compiled kernels after the first, torch's launched kernels at
+        the second. Returns the step's result and its seconds (``None`` when profiled)."""
+        model, backend = self.model, self.spec.backend
+        if backend == "tensorflow" and i == 0:
+            self.backend.start_placement_audit()
+        if backend == "torch" and i == 1:  # kernels launched by one (untimed) step
+            out, found = self.backend.profile_step(
+                functools.partial(model.train_on_batch, xb, yb), self.spec.device)
+            placement.update(found)
+            return out, None
+        ts = time.perf_counter()
+        out = model.train_on_batch(xb, yb)
+        seconds = time.perf_counter() - ts
+        if backend == "tensorflow" and i == 0:
+            placement.update(self.backend.finish_placement_audit())
+        elif backend == "jax" and i == 0:
+            placement.update(self.backend.kernel_audit(model, xb, yb))
+        return out, seconds
 
     def _refines(self, step_seconds: float) -> bool:
         """Whether a set-up step this long is measured again with fits: on a backend

@@ -60,3 +60,44 @@ def test_a_trial_session_sets_up_and_times_blocks_inline(tmp_path):
     assert blocks[0]["warmup_blocks"] >= 1  # the warm-up is reported with the first block
     assert out["pending"] == {"cmd": "finish"}  # the command that ended the fit, kept
     assert out["finish"]["peak_rss_bytes"] > 0 and out["finish"]["final_loss"] is not None
+
+
+DROPOUT = """
+import json, sys
+from devicebench.advisor.equivalence import RTOL_FLOAT32, compare_losses
+from devicebench.trials.protocol import SetupRequest
+from devicebench.trials.spec import TrialSpec
+from devicebench.trials.worker import TrialSession
+
+losses, audits, rates = [], [], []
+for jit in ("on", "off"):
+    session = TrialSession(TrialSpec(sys.argv[1], backend="tensorflow", jit=jit))
+    setup = session.setup(SetupRequest(session.spec, equivalence_steps=8))
+    losses.append(setup.equivalence_losses)
+    audits.append(setup.placement.get("cpu_op_types", {}))
+    model = session.model
+    rates.append([model.layers[1].rate, model.layers[2].stddev,
+                  model.layers[4].cell.dropout, model.layers[4].cell.recurrent_dropout])
+    # the timed steps train the model as written: dropout draws again
+    assert model.train_function is not None  # traced again after the layers came back
+print(json.dumps({"verdict": compare_losses(losses[0], losses[1], RTOL_FLOAT32),
+                  "audits": audits, "rates": rates}))
+"""
+
+
+def test_dropout_is_off_for_the_loss_comparison_and_back_on_for_timing():
+    """XLA draws other dropout masks than TensorFlow's kernels: with the layers' randomness
+    on, jit=on and jit=off of one model part after one step and "loss differs" would
+    reject every candidate of a script with ``Dropout`` (TensorFlow's beginner quickstart).
+    Without suspend_random_layers this verdict reads 'differs'."""
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, "-c", DROPOUT, f"{W}:dropout"],
+                          capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["verdict"][0] == "same", out["verdict"]
+    assert out["rates"] == [[0.5, 0.3, 0.3, 0.2]] * 2  # restored for the timed steps
+    # the placement audit ran on the model as it trains (after the layers came back): the
+    # graph TensorFlow runs without XLA holds its random ops (an XLA cluster lists none)
+    ops = out["audits"][1]
+    assert "StatelessRandomUniformV2" in ops, ops
