@@ -149,3 +149,22 @@ def test_the_probe_records_the_sandbox_marker() -> None:
     from devicebench.env.snapshot import TRACKED_ENV_VARS
 
     assert "CODEX_SANDBOX" in TRACKED_ENV_VARS
+
+
+def test_fixes_on_windows_double_quote_requirements() -> None:
+    # cmd.exe passes single quotes to pip literally ("Invalid requirement"); every printed
+    # fix on a Windows corpus case uses double quotes, and prose apostrophes are kept.
+    every = [c for p in sorted(_DIR.glob("*cases.json"))
+             for c in json.loads(p.read_text(encoding="utf-8"))["cases"]]
+    for case in [c for c in every if c["raw"]["host"]["system"] == "Windows"]:
+        for f in run_checks(snapshot_from_raw(case["raw"])):
+            if "WSL2" not in f.fix:
+                assert "'torch" not in f.fix and "'tensorflow" not in f.fix, (case["url"], f.fix)
+    raw = _case("round6_cases", "pytorch/issues/125109")
+    assert 'pip install --user -U "torch==2.3.1"' in _ids(raw)["windows.dll-load-failed"].fix
+    from devicebench.env.checks._util import fit_fix_to_platform
+
+    assert fit_fix_to_platform("pip install 'numpy<2'  # the wheel's own", "Linux") == \
+        "pip install 'numpy<2'  # the wheel's own"
+    assert fit_fix_to_platform("pip install 'numpy<2'  # the wheel's own", "Windows") == \
+        'pip install "numpy<2"  # the wheel\'s own'
