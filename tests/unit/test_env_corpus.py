@@ -93,6 +93,7 @@ ROUND5_DEV_DIAGNOSED_AT_LEAST = 12  # of 13 (before its rules: 5/13)
 ROUND5_HELDOUT_DIAGNOSED_AT_LEAST = 14  # of 15 after round 6's rules (seen)
 # round6_cases.json (25), split by round6_split.json before any check ran on it:
 ROUND6_DEV_DIAGNOSED_AT_LEAST = 11  # of 12 (before its rules: 6/12)
+ROUND6_HELDOUT_DIAGNOSED_AT_LEAST = 9  # of 13 (69%), measured once 2026-12-01, after the rules
 
 
 def half_of(url: str) -> str:
@@ -217,9 +218,14 @@ def test_corpus_figures() -> None:
     r5_hit, r5_n, r5_missed = score(ROUND5_DEV)
     r5h_hit, r5h_n, r5h_missed = score(ROUND5_HELDOUT)
     r6_hit, r6_n, r6_missed = score(ROUND6_DEV)
+    r6h_hit, r6h_n, r6h_missed = score(ROUND6_HELDOUT)
     print(f"  round5_dev: {r5_hit}/{r5_n} (5/13 before its rules)\n"
           f"  round5_heldout (scored once untouched at 10/15; seen since): {r5h_hit}/{r5h_n}\n"
-          f"  round6_dev: {r6_hit}/{r6_n} (6/12 before its rules)")
+          f"  round6_dev: {r6_hit}/{r6_n} (6/12 before its rules)\n"
+          f"  round6_heldout (untouched while writing rules): {r6h_hit}/{r6h_n} "
+          f"({100 * r6h_hit / r6h_n:.0f}%)")
+    for url in r6h_missed:
+        print(f"  held-out miss: {url}")
     dev_missed = (dev_missed + r2_missed + r2h_missed + r3_missed + r3h_missed + r4_missed
                   + r4h_missed + r5_missed + r5h_missed + r6_missed)
     for url in old_missed + dev_missed:
@@ -238,6 +244,7 @@ def test_corpus_figures() -> None:
     assert r5_hit >= ROUND5_DEV_DIAGNOSED_AT_LEAST
     assert r5h_hit >= ROUND5_HELDOUT_DIAGNOSED_AT_LEAST
     assert r6_hit >= ROUND6_DEV_DIAGNOSED_AT_LEAST
+    assert r6h_hit >= ROUND6_HELDOUT_DIAGNOSED_AT_LEAST
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "recorded/h200/snapshot.json",
