@@ -81,6 +81,12 @@ _JAX_PLUGIN = re.compile(
     r"installed jaxlib version ([\w.+]+)")
 _PJRT = re.compile(r"Mismatched PJRT plugin PJRT API version \(([\d.]+)\) and framework PJRT "
                    r"API version ([\d.]+)")
+# xla/pjrt/c/pjrt_c_api_helpers.cc (ActualStructSizeIsGreaterOrEqual): "Unexpected %s size:
+# expected %d, got %d. The plugin is likely built with a later version than the framework.
+# This plugin is built with PJRT API version %d.%d." -- the newer wording of the same skew.
+_PJRT_SIZE = re.compile(r"Unexpected (PJRT_\w+) size: expected \d+, got \d+\. The plugin is "
+                        r"likely built with an? (\w+) version than the framework\.\s*This "
+                        r"plugin is built with PJRT API version ([\d.]*\d)")
 # jax/_src/xla_bridge.py: "Unable to initialize backend '%s': %s"
 _BACKEND = re.compile(r"Unable to initialize backend '(\w+)'")
 # torch/cuda/__init__.py _check_capability: "%s with CUDA capability sm_%d%d is not compatible
@@ -144,8 +150,10 @@ def reported_facts(text: str) -> dict[str, Any]:
         facts["plugin_mismatch"] = {"plugin": m[1], "version": m[2], "jaxlib": m[3]}
     if m := _PJRT.search(text):
         facts["pjrt_mismatch"] = {"plugin_api": m[1], "framework_api": m[2]}
-        if b := _BACKEND.search(text):
-            facts["pjrt_mismatch"]["backend"] = b[1]
+    elif m := _PJRT_SIZE.search(text):
+        facts["pjrt_mismatch"] = {"plugin_api": m[3], "plugin_built": m[2], "struct": m[1]}
+    if "pjrt_mismatch" in facts and (b := _BACKEND.search(text)):
+        facts["pjrt_mismatch"]["backend"] = b[1]
     if m := _TORCH_ARCH.search(text):
         facts["arch_unsupported"] = {"gpu": m[1].strip().splitlines()[-1].strip(),
                                      "arch": m[2], "supported": m[3].split()}

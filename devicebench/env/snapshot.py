@@ -39,6 +39,7 @@ TRACKED_DISTRIBUTIONS: tuple[str, ...] = (
 # Environment variables that change how frameworks behave.
 TRACKED_ENV_VARS: tuple[str, ...] = (
     "CUDA_VISIBLE_DEVICES",
+    "CODEX_SANDBOX",  # set by the Codex CLI in commands it runs sandboxed (macOS: seatbelt)
     "KERAS_BACKEND",
     "KERAS_HOME",
     "KERAS_TORCH_DEVICE",

@@ -24,7 +24,10 @@ written with the case before any rule for it:
 * ``round5_cases.json`` (28; a 29th, found in ``new_cases.json`` after the split, was
   dropped), collected after that: ``round5_split.json`` (seeded, committed before any
   check ran on it) splits it into ``round5_dev``, which round 5's rules were
-  written against, and ``round5_heldout``, scored once after those rules and never tuned on.
+  written against, and ``round5_heldout``, scored once (10/15), then studied (round 6).
+* ``round6_cases.json`` (25), collected after that: ``round6_split.json`` (seed 2030,
+  committed before any check ran on it) splits it into ``round6_dev``, which round 6's
+  rules were written against, and ``round6_heldout``, scored once after those rules.
 
 Run with ``-s`` to see the figures.
 """
@@ -44,18 +47,19 @@ from devicebench.env.snapshot import load_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 _DIR = FIXTURES / "env_corpus"
-CORPUS = json.loads((_DIR / "cases.json").read_text(encoding="utf-8"))["cases"]
-SPLIT = json.loads((_DIR / "split.json").read_text(encoding="utf-8"))
-NEW = json.loads((_DIR / "new_cases.json").read_text(encoding="utf-8"))["cases"]
-NEW_SPLIT = json.loads((_DIR / "new_split.json").read_text(encoding="utf-8"))
-ROUND2 = json.loads((_DIR / "round2_cases.json").read_text(encoding="utf-8"))["cases"]
-ROUND2_SPLIT = json.loads((_DIR / "round2_split.json").read_text(encoding="utf-8"))
-ROUND3 = json.loads((_DIR / "round3_cases.json").read_text(encoding="utf-8"))["cases"]
-ROUND3_SPLIT = json.loads((_DIR / "round3_split.json").read_text(encoding="utf-8"))
-ROUND4 = json.loads((_DIR / "round4_cases.json").read_text(encoding="utf-8"))["cases"]
-ROUND4_SPLIT = json.loads((_DIR / "round4_split.json").read_text(encoding="utf-8"))
-ROUND5 = json.loads((_DIR / "round5_cases.json").read_text(encoding="utf-8"))["cases"]
-ROUND5_SPLIT = json.loads((_DIR / "round5_split.json").read_text(encoding="utf-8"))
+
+
+def _load(name: str) -> dict:
+    return json.loads((_DIR / f"{name}.json").read_text(encoding="utf-8"))
+
+
+CORPUS, SPLIT = _load("cases")["cases"], _load("split")
+NEW, NEW_SPLIT = _load("new_cases")["cases"], _load("new_split")
+ROUND2, ROUND2_SPLIT = _load("round2_cases")["cases"], _load("round2_split")
+ROUND3, ROUND3_SPLIT = _load("round3_cases")["cases"], _load("round3_split")
+ROUND4, ROUND4_SPLIT = _load("round4_cases")["cases"], _load("round4_split")
+ROUND5, ROUND5_SPLIT = _load("round5_cases")["cases"], _load("round5_split")
+ROUND6, ROUND6_SPLIT = _load("round6_cases")["cases"], _load("round6_split")
 
 # Figures measured here (diagnosed / cases). A change that lowers one fails; raise the dev
 # ones when rules improve (never to a figure not reached). The held-out floor is the figure
@@ -84,7 +88,12 @@ ROUND4_DEV_DIAGNOSED_AT_LEAST = 14  # of 15 (before its rules: 8/15)
 ROUND4_HELDOUT_DIAGNOSED_AT_LEAST = 14  # of 15 after round 5's rules (seen)
 # round5_cases.json (28), split by round5_split.json before any check ran on it:
 ROUND5_DEV_DIAGNOSED_AT_LEAST = 12  # of 13 (before its rules: 5/13)
-ROUND5_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 15 (67%), measured once 2026-12-01, after the rules
+# round5_heldout was scored once, untouched, at 10/15 (67%) on 2026-12-01; its misses were then
+# studied (round 6: the build's CUDA named, 'no kernel image' over PTX, variants, sandboxes).
+ROUND5_HELDOUT_DIAGNOSED_AT_LEAST = 14  # of 15 after round 6's rules (seen)
+# round6_cases.json (25), split by round6_split.json before any check ran on it:
+ROUND6_DEV_DIAGNOSED_AT_LEAST = 11  # of 12 (before its rules: 6/12)
+ROUND6_HELDOUT_DIAGNOSED_AT_LEAST = 9  # of 13 (69%), measured once 2026-12-01, after the rules
 
 
 def half_of(url: str) -> str:
@@ -139,7 +148,7 @@ def test_new_split_is_the_committed_seeded_shuffle() -> None:
         assert "2023" <= case["date"][:4] <= "2026" and case["judge"]["cause_terms"]
 
 
-@pytest.mark.parametrize("name", ["round2", "round3", "round4", "round5"])
+@pytest.mark.parametrize("name", ["round2", "round3", "round4", "round5", "round6"])
 def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
     import random
 
@@ -147,7 +156,9 @@ def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
                            "round3": (ROUND3, ROUND3_SPLIT, CORPUS + NEW + ROUND2),
                            "round4": (ROUND4, ROUND4_SPLIT, CORPUS + NEW + ROUND2 + ROUND3),
                            "round5": (ROUND5, ROUND5_SPLIT,
-                                      CORPUS + NEW + ROUND2 + ROUND3 + ROUND4)}[name]
+                                      CORPUS + NEW + ROUND2 + ROUND3 + ROUND4),
+                           "round6": (ROUND6, ROUND6_SPLIT,
+                                      CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5)}[name]
     # round5: one URL found in an older set after the split was dropped (split["removed"]);
     # the shuffle is reproduced over the URLs as committed, the dropped one then removed.
     removed = {r["url"] for r in split.get("removed", [])}
@@ -167,7 +178,9 @@ def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
 
 ROUND5_DEV = [c for c in ROUND5 if c["url"] in ROUND5_SPLIT["round5_dev"]]
 ROUND5_HELDOUT = [c for c in ROUND5 if c["url"] in ROUND5_SPLIT["round5_heldout"]]
-ALL_CASES = CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5
+ROUND6_DEV = [c for c in ROUND6 if c["url"] in ROUND6_SPLIT["round6_dev"]]
+ROUND6_HELDOUT = [c for c in ROUND6 if c["url"] in ROUND6_SPLIT["round6_heldout"]]
+ALL_CASES = CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -204,13 +217,17 @@ def test_corpus_figures() -> None:
           f"  round4_heldout (scored once untouched at 10/15; seen since): {r4h_hit}/{r4h_n}")
     r5_hit, r5_n, r5_missed = score(ROUND5_DEV)
     r5h_hit, r5h_n, r5h_missed = score(ROUND5_HELDOUT)
+    r6_hit, r6_n, r6_missed = score(ROUND6_DEV)
+    r6h_hit, r6h_n, r6h_missed = score(ROUND6_HELDOUT)
     print(f"  round5_dev: {r5_hit}/{r5_n} (5/13 before its rules)\n"
-          f"  round5_heldout (untouched while writing rules): {r5h_hit}/{r5h_n} "
-          f"({100 * r5h_hit / r5h_n:.0f}%)")
-    for url in r5h_missed:
+          f"  round5_heldout (scored once untouched at 10/15; seen since): {r5h_hit}/{r5h_n}\n"
+          f"  round6_dev: {r6_hit}/{r6_n} (6/12 before its rules)\n"
+          f"  round6_heldout (untouched while writing rules): {r6h_hit}/{r6h_n} "
+          f"({100 * r6h_hit / r6h_n:.0f}%)")
+    for url in r6h_missed:
         print(f"  held-out miss: {url}")
     dev_missed = (dev_missed + r2_missed + r2h_missed + r3_missed + r3h_missed + r4_missed
-                  + r4h_missed + r5_missed)
+                  + r4h_missed + r5_missed + r5h_missed + r6_missed)
     for url in old_missed + dev_missed:
         print(f"  dev miss: {url}")
     for url in held_missed:
@@ -226,6 +243,8 @@ def test_corpus_figures() -> None:
     assert r4h_hit >= ROUND4_HELDOUT_DIAGNOSED_AT_LEAST
     assert r5_hit >= ROUND5_DEV_DIAGNOSED_AT_LEAST
     assert r5h_hit >= ROUND5_HELDOUT_DIAGNOSED_AT_LEAST
+    assert r6_hit >= ROUND6_DEV_DIAGNOSED_AT_LEAST
+    assert r6h_hit >= ROUND6_HELDOUT_DIAGNOSED_AT_LEAST
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "recorded/h200/snapshot.json",
@@ -261,7 +280,7 @@ def test_every_new_knowledge_entry_cites_its_source() -> None:
 
     kb = load_knowledge()
     for section in ("stacks", "requires", "keras2_addons", "rocm_overrides", "jax_plugins",
-                    "platform_packages", "loader_needs"):
+                    "platform_packages", "loader_needs", "windows_import_order", "sandboxes"):
         assert kb[section], section
         for entry in kb[section]:
             assert entry["source"].startswith("https://"), (section, entry)

@@ -60,7 +60,7 @@ def test_cpu_only_torch_is_answered_with_a_cuda_index_the_driver_runs() -> None:
     raw = {"host": WINDOWS, "distributions": {"torch": "2.4.1"},
            "nvidia_smi": smi("475.14", "11.4"), "frameworks": {"torch": torch_cpu("2.4.1+cpu")}}
     f = ids(raw)["gpu.not-seen"]
-    assert "whl/cu118" in f.fix and "'torch==2.4.1'" in f.fix
+    assert "whl/cu118" in f.fix and '"torch==2.4.1"' in f.fix  # cmd.exe: double quotes
 
 
 def test_a_cudnn_wheel_of_another_major_than_torch_pins() -> None:

@@ -42,7 +42,11 @@ from devicebench.env.checks.gpu import (
     check_nvidia_smi_failed,
 )
 from devicebench.env.checks.host import check_blas
-from devicebench.env.checks.hosting import check_container_no_gpu, check_virtual_mac
+from devicebench.env.checks.hosting import (
+    check_container_no_gpu,
+    check_sandbox,
+    check_virtual_mac,
+)
 from devicebench.env.checks.installs import (
     check_gpu_min_compute,
     check_jax_plugin_release,
@@ -78,6 +82,7 @@ from devicebench.env.checks.stack import (
     check_stack_skew,
     check_windows_no_gpu,
 )
+from devicebench.env.checks.variants import check_companion_variants, check_windows_import_order
 from devicebench.env.finding import Finding, sort_findings
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -99,6 +104,8 @@ CHECKS: list[Check] = [
     check_requires,
     check_build_tags,
     check_windows_dll_load,
+    check_windows_import_order,
+    check_companion_variants,
     check_wsl_libcuda,
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,
@@ -126,6 +133,7 @@ CHECKS: list[Check] = [
     check_python_supported,
     check_container_no_gpu,
     check_virtual_mac,
+    check_sandbox,
     check_gpu_not_seen,
     check_platform_ceiling,
     check_no_frameworks,

@@ -175,19 +175,28 @@ _UNSET = re.compile(r"\bunset (\w+)")
 _INLINE = re.compile(r"(?<![\w=])([A-Z][A-Z0-9_]*)=(\S+) (python|jupyter|pytest)\b")
 
 
+_SINGLE_QUOTED = re.compile(r"(?<![\w'])'([\w.\-\[\],<>=!~*+]+)'(?![\w'])")
+
+
 def fit_fix_to_platform(fix: str, os_name: str) -> str:
     """A fix's shell syntax for the platform it is printed for: on Windows (cmd.exe)
-    ``export A=1`` is ``set A=1``, ``unset A`` is ``set A=``, and ``A=1 python x.py`` is
-    ``set A=1 && python x.py``. Text meant for WSL2 ("inside WSL2") is left as it is.
+    ``export A=1`` is ``set A=1``, ``unset A`` is ``set A=``, ``A=1 python x.py`` is
+    ``set A=1 && python x.py`` and a single-quoted requirement is double-quoted. Text
+    meant for WSL2 ("inside WSL2") is left as it is.
 
     Example:
         >>> fit_fix_to_platform("KERAS_BACKEND=jax python train.py", "Windows")
         'set KERAS_BACKEND=jax && python train.py'
+        >>> fit_fix_to_platform("pip install 'torch==2.3.1'", "Windows")
+        'pip install "torch==2.3.1"'
     """
     if os_name != "Windows" or "WSL2" in fix:
         return fix
     fix = _EXPORT.sub(r"set \1=", fix)
     fix = _UNSET.sub(r"set \1=", fix)
+    # cmd.exe quotes only with double quotes: pip would get 'torch==2.3.1' with its quotes
+    # ("Invalid requirement"); double quotes work in cmd.exe and PowerShell alike.
+    fix = _SINGLE_QUOTED.sub(r'"\1"', fix)
     return _INLINE.sub(r"set \1=\2 && \3", fix)
 
 

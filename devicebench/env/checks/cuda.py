@@ -190,8 +190,9 @@ def tf_library_causes(probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -> list[
     if absent and not causes:
         causes.append(
             (
-                f"{', '.join(absent)} not found (not in ldconfig's cache, this environment or "
-                f"LD_LIBRARY_PATH={ld or 'unset'})",
+                f"{', '.join(absent)} (the CUDA {build_cuda} / cuDNN {build_cudnn} libraries "
+                f"TensorFlow {tf_v} was built with) not found (not in ldconfig's cache, this "
+                f"environment or LD_LIBRARY_PATH={ld or 'unset'})",
                 tf_cuda_fix(tf_v, kb) + "  # or, if they are installed outside the loader's "
                 "path (a CUDA/cuDNN under /usr/local/cuda): export LD_LIBRARY_PATH="
                 "/usr/local/cuda/lib64:$LD_LIBRARY_PATH",

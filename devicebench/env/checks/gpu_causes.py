@@ -64,10 +64,19 @@ def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -
         cpu_dist = snap.has("tensorflow-cpu")
         if probe.build.get("is_cuda_build") is False or cpu_dist:
             what = "tensorflow-cpu is installed" if cpu_dist else "is_cuda_build=False"
+            # Provenance: PyPI's x86_64 Linux `tensorflow` wheel is always a CUDA build, so a
+            # CPU build without tensorflow-cpu came from elsewhere -- in a conda env, conda.
+            conda = (not cpu_dist and snap.host.os == "Linux" and snap.host.conda_env
+                     and snap.host.machine in ("x86_64", "AMD64"))
+            if conda:
+                what += ("; PyPI's Linux tensorflow wheels are CUDA builds, so this one was "
+                         "installed by conda (a CPU variant, or a conda-forge build whose CUDA "
+                         "support is missing)")
             causes.append(
                 (
                     f"a CPU-only TensorFlow build ({what})",
-                    "pip uninstall -y tensorflow-cpu tensorflow && "
+                    ("conda remove -y tensorflow tensorflow-base && " if conda else "")
+                    + "pip uninstall -y tensorflow-cpu tensorflow && "
                     + (
                         f"pip install 'tensorflow[and-cuda]=={tf_v}'"
                         if matches(tf_v, kb["tensorflow"]["and_cuda"])

@@ -1,5 +1,6 @@
 """Where the Python runs, when that decides the GPU: a container started without GPU
-access, a macOS virtual machine (a hosted CI runner) whose paravirtual GPU has no MPS."""
+access, a macOS virtual machine (a hosted CI runner) whose paravirtual GPU has no MPS, a
+sandbox (an agent's command sandbox) that denies the processes it runs the GPU."""
 
 from __future__ import annotations
 
@@ -80,3 +81,28 @@ def check_virtual_mac(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "without tensorflow-metal), and measure GPU training on a bare-metal or "
             "self-hosted Mac",
         source=kb["hosting"]["virtual_mac_source"])]
+
+
+def check_sandbox(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """The probe ran inside a sandbox that hides the GPU from the processes it starts (an
+    ``[[sandboxes]]`` entry: its marker variable and the OS), and a GPU framework sees none."""
+    blind = [f"{DISPLAY.get(n, n)} {p.version}" for n, p in snap.frameworks.items()
+             if p.status == "ok" and not p.gpu_devices
+             and (p.build.get("mps_built") or _cuda_build(n, p.build))]
+    out = []
+    for box in kb.get("sandboxes", []):
+        value = snap.env_vars.get(box["env"])
+        if value is None or (box.get("value") and value != box["value"]):
+            continue
+        if box.get("os") and snap.host.os != box["os"]:
+            continue
+        if not blind:
+            continue
+        out.append(Finding(
+            "host.sandboxed", "warning",
+            f"Running inside {box['name']}, which blocks {box['blocks']}",
+            observed=f"{box['env']}={value}; {', '.join(blind)} see no GPU",
+            why=f"{box['name']} denies the processes it runs access to {box['blocks']}, so the "
+                "framework reports no GPU although the machine and the build support one.",
+            fix=box["fix"], source=box["source"]))
+    return out

@@ -62,8 +62,9 @@ def check_windows_dll_load(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             continue
         v = probe.version or snap.version_of(name)
         known = next((d for d in kb["windows_dlls"] if d["dist"] == name
-                      and d["dll"].lower() == said["dll"].lower() and matches(v, d["when"])),
-                     None)
+                      and d["dll"].lower() in (said["dll"].lower(), "*")
+                      and d.get("path_has", "").lower() in said["path"].lower()
+                      and matches(v, d["when"])), None)
         general = kb["windows_dll_general"]
         index = torch_cuda_index(snap, kb, v) if name == "torch" and "+cpu" not in v else ""
         index_arg = f" --index-url https://download.pytorch.org/whl/{index}" if index else ""
@@ -180,8 +181,14 @@ def check_jax_plugin_release(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 
 def check_wsl_libcuda(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """WSL2: the Windows driver's libcuda (in /usr/lib/wsl/lib) is not on the loader's path,
-    so every framework reports 'could not find cuda drivers'."""
-    if not snap.host.wsl or snap.loader_finds("libcuda.so.1"):
+    so every framework reports 'could not find cuda drivers' -- or a Linux driver installed
+    inside WSL2 put its own libcuda ahead of it (cuInit then finds no device)."""
+    if not snap.host.wsl:
+        return []
+    found, d = snap.loader_finds("libcuda.so.1"), kb["wsl"]["libcuda_dir"].rstrip("/")
+    if found and not found.startswith(d + "/"):
+        return _wsl_linux_driver(snap, kb, found, d)
+    if found:
         return []
     if snap.system_cuda_libs.get("libcuda.so.1"):
         return []
@@ -202,6 +209,27 @@ def check_wsl_libcuda(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "installed inside WSL2 does not provide it).",
         fix=f"export LD_LIBRARY_PATH={d}:$LD_LIBRARY_PATH  # or: sudo ldconfig "
             "(/etc/ld.so.conf.d/ld.wsl.conf lists it)",
+        source=kb["wsl"]["source"])]
+
+
+def _wsl_linux_driver(snap: EnvSnapshot, kb: KB, found: str, d: str) -> list[Finding]:
+    """The loader's libcuda.so.1 on WSL2 is not WSL's: a Linux NVIDIA driver was installed
+    inside the distribution (NVIDIA's WSL guide: never install one there)."""
+    no_gpu = [DISPLAY.get(n, n) for n, p in snap.frameworks.items()
+              if p.status == "ok" and not p.gpu_devices]
+    if not no_gpu:
+        return []
+    return [Finding(
+        "wsl.linux-driver-libcuda", "error",
+        f"WSL2: the loader finds a Linux driver's libcuda.so.1 ({found}), not WSL's ({d})",
+        observed=f"kernel {snap.host.os_version}; libcuda.so.1 resolves to {found}; "
+                 f"{', '.join(no_gpu)} see no GPU",
+        why="Under WSL2 the only working libcuda is the one the Windows driver exposes in "
+            f"{d}; a libcuda from a Linux NVIDIA driver package installed inside WSL2 cannot "
+            "reach the GPU (cuInit: no CUDA-capable device), and the loader takes it first.",
+        fix="sudo apt-get purge 'nvidia-driver-*' 'libnvidia-compute-*' && sudo ldconfig  # "
+            f"remove the Linux driver inside WSL2; meanwhile: export LD_LIBRARY_PATH={d}:"
+            "$LD_LIBRARY_PATH",
         source=kb["wsl"]["source"])]
 
 

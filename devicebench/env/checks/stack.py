@@ -105,14 +105,19 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         if out or not ("plugin_mismatch" in rep or "pjrt_mismatch" in rep):
             continue
         said = rep.get("plugin_mismatch") or rep.get("pjrt_mismatch")
-        backend = said.get("backend", "") or "cuda"
-        plugin = jax_plugin_for(snap, kb, backend)
+        # Without a backend name (a fatal abort prints none) the installed plugin is the one.
+        backend = said.get("backend", "")
+        plugin = jax_plugin_for(snap, kb, backend) if backend else (
+            jax_plugin_for(snap, kb) or jax_plugin_for(snap, kb, "cuda"))
+        backend = backend or (plugin or {}).get("backend", "cuda")
         jl = _base(snap.version_of("jaxlib"))
         if plugin is not None and not plugin.get("lockstep"):
             if plugin_release_known(snap, plugin):
                 continue  # check_jax_plugin_release pins the jax/jaxlib it works with
             dist = plugin["dist"]
-            fix = (f"pip install the jax/jaxlib release {dist} "
+            fix = (plugin["fix"].format(jax=_base(snap.version_of("jax")) or jl)
+                   if plugin.get("fix") else
+                   f"pip install the jax/jaxlib release {dist} "
                    f"{snap.version_of(dist)} lists ({plugin['source']}), "
                    f"or pip uninstall {dist} to run JAX on the CPU")
         elif plugin is None and backend.lower() != "cuda":
@@ -126,8 +131,12 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         out.append(Finding(
             "stack.release-skew", "error",
             f"{DISPLAY.get(name, name)}'s plugin {dist} is not of the jaxlib release",
-            observed=f"{DISPLAY.get(name, name)} said: {said}",
-            why="JAX skips (or crashes on) a plugin built for another jaxlib.",
+            observed=f"{DISPLAY.get(name, name)} said: {said}; installed: "
+                     + ", ".join(f"{d} {snap.version_of(d)}" for d in ("jax", "jaxlib", dist)
+                                 if snap.has(d)),
+            why="JAX skips (or crashes on) a plugin built for another jaxlib"
+                + (f" (the plugin is built with a {said['plugin_built']} PJRT API than jaxlib)"
+                   if said.get("plugin_built") else "") + ".",
             fix=fix, source=(plugin or kb["stacks"][0])["source"]))
     return out
 
@@ -260,12 +269,16 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             if d.compute_capability]
     if not gpus and said:
         gpus = [(said["gpu"], said["arch"][3:-1] + "." + said["arch"][-1])]
+    # The worker's own first CUDA op is the observation: when it failed with "no kernel
+    # image", the build's PTX did not cover the GPU, whatever the arch list suggests.
+    no_kernel = "no kernel image is available" in str(probe.extra.get("first_use_error", ""))
     out = []
     for gpu, cc in gpus:
         sm = _sm(cc)
         ptx = [a for a in arch if a.startswith("compute_")
                and as_version(a[8:-1] + "." + a[-1]) <= as_version(cc)]
-        if arch and (sm in arch or ptx or any(runs_on(a, cc) for a in arch)):
+        runnable = ptx or any(runs_on(a, cc) for a in arch)
+        if arch and (sm in arch or (runnable and not no_kernel)):
             continue
         if not arch and not (said and said["arch"] == sm):
             continue
@@ -280,7 +293,9 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             observed=f"{gpu}: compute capability {cc} ({sm}); this build supports "
                      f"{' '.join(arch or (said or {}).get('supported', []))}",
             why="Every CUDA op fails with 'no kernel image is available for execution on the "
-                "device'.", fix=fix, source=kb["torch_variants_info"]["source"]))
+                "device'." + (" The build's PTX (" + ", ".join(ptx) + ") did not cover it: the "
+                              "probe's first CUDA op failed that way." if ptx and no_kernel
+                              else ""), fix=fix, source=kb["torch_variants_info"]["source"]))
     return out
 
 
