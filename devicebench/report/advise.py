@@ -13,6 +13,7 @@ from devicebench.advisor.search import SCREEN_FACTOR
 from devicebench.fmt import fmt_duration
 from devicebench.report.console import make_console
 from devicebench.report.run import render_comparison
+from devicebench.trials.stability import brief_lines
 
 T = TypeVar("T")
 
@@ -54,8 +55,11 @@ def render_advice(advice: AdviceResult, *, console: Console | None = None,
                           f"{o.speedup:.2f}x" if o.speedup else "-", outcome)
         con.print(table)
         render_comparison(advice.rows, console=con, notes=advice.notes)
-    elif advice.stop_reason:
-        con.print(f"  search: {advice.stop_reason}", markup=False, highlight=False)
+    else:
+        if advice.stop_reason:
+            con.print(f"  search: {advice.stop_reason}", markup=False, highlight=False)
+        for line in brief_lines(advice.stability):
+            con.print(f"  {line}", markup=False, highlight=False)
     con.print(f"\n[bold]Verdict[/bold]: {escape(advice.verdict)}", highlight=False)
     if advice.reasons:
         con.print("[bold]Why[/bold] (from the measurements):")

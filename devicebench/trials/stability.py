@@ -143,3 +143,28 @@ def stability_findings(results: Iterable[TrialResult], before: LoadReading | Non
 def finding_line(f: Finding) -> str:
     """One line for the notes under a table: what, the number, what to do."""
     return f"stability: {f.title}: {f.observed} — {f.fix}"
+
+
+def brief_lines(findings: Iterable[Finding]) -> list[str]:
+    """The findings condensed for a short summary (the main job's): one line per kind,
+    naming the trials it concerns and what to do.
+
+    Example:
+        >>> f = [Finding("stability.wide-spread", "warning", f"w {t}: its step times "
+        ...              "spread widely", "", "", "quiet the machine") for t in "ab"]
+        >>> brief_lines(f)
+        ['stability: its step times spread widely (w a, w b) — quiet the machine']
+    """
+    kinds: dict[str, list[Finding]] = {}
+    for f in findings:
+        kinds.setdefault(f.id, []).append(f)
+    lines = []
+    for group in kinds.values():
+        first = group[0]
+        whos = [f.title.partition(": ")[0] for f in group if ": " in f.title]
+        what = first.title.partition(": ")[2] if whos else first.title
+        line = f"stability: {what}"
+        if whos:
+            line += f" ({', '.join(dict.fromkeys(whos))})"
+        lines.append(f"{line} — {first.fix}")
+    return lines

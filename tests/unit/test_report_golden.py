@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -22,6 +23,7 @@ from devicebench.report.run import render_comparison
 from devicebench.store import ResultStore
 from devicebench.store.bundle import import_bundle, read_bundle
 from devicebench.store.runs import load_run
+from devicebench.trials.stability import brief_lines, stability_findings
 from devicebench.trials.summary import compare
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -63,6 +65,13 @@ def test_advise_on_the_h200_profile(tmp_path):
         text = _rendered(lambda con, a=advice: render_advice(a, console=con))
         _check(f"h200-advise-{workload}.txt", text)
         assert "Verdict:" in text and "Why (from the measurements):" in text
+    # The main job's brief form keeps the stability findings, one line per kind.
+    few = [replace(r.result, block_seconds=r.result.block_seconds[:3],
+                   block_rounds=r.result.block_rounds[:3]) for r in advice.rows]
+    advice = replace(advice, stability=stability_findings(few))
+    brief = _rendered(lambda con: render_advice(advice, console=con, brief=True))
+    assert advice.stability and "stability: too few rounds (mnist-cnn " in brief
+    assert all(line[:60] in brief for line in brief_lines(advice.stability))  # (wrapped)
 
 
 def test_report_of_an_advise_run_shows_the_headline_advise_printed(tmp_path):

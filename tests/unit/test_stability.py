@@ -8,7 +8,12 @@ from pathlib import Path
 from devicebench.measure.load import LoadReading, read_load, steal_fraction
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
-from devicebench.trials.stability import finding_line, load_findings, stability_findings
+from devicebench.trials.stability import (
+    brief_lines,
+    finding_line,
+    load_findings,
+    stability_findings,
+)
 
 
 def _result(blocks, replicas=(), rounds=None):
@@ -34,6 +39,21 @@ def test_two_processes_at_two_speeds_disagree_and_the_finding_names_the_spread()
     assert "2 processes measured medians 33% apart" in found[0].observed
     assert "±" in found[0].fix and "close other programs" in found[0].fix
     assert finding_line(found[0]).startswith("stability: seed-rnn tensorflow/cpu")
+
+
+def test_the_main_jobs_brief_lines_hold_one_line_per_kind_naming_its_trials():
+    wide = [0.9, 1.3, 1.0, 1.4, 0.8, 1.2]
+    on_jax = TrialResult(TrialSpec("seed-rnn", backend="jax"), steps_per_block=1,
+                         block_seconds=wide, block_rounds=range(6))
+    busy = LoadReading(load1=3.0, ticks_total=100, ticks_steal=0, cores=2)
+    found = stability_findings([_result(wide), on_jax, _result([1.0, 1.0, 1.0])], busy, busy)
+    lines = brief_lines(found)
+    assert _ids(found).count("stability.wide-spread") == 2
+    assert len(lines) == len(set(_ids(found))) == 3
+    assert lines[0].startswith("stability: its step times spread widely (seed-rnn "
+                               "tensorflow/cpu, seed-rnn jax/cpu) — ")
+    assert lines[1].startswith("stability: too few rounds (seed-rnn tensorflow/cpu) — measure")
+    assert lines[2].startswith("stability: other processes loaded the machine — ")
 
 
 def test_too_few_rounds_says_how_many_to_measure():
