@@ -19,6 +19,8 @@ class DevicebenchError(Exception):
 
     Example:
         >>> raise DevicebenchError("no such file: a.json", fix="pass an existing file")
+        Traceback (most recent call last):
+        devicebench.errors.DevicebenchError: no such file: a.json — fix: pass an existing file
     """
 
     exit_code = 2

@@ -121,7 +121,7 @@ def script_patch(script: str, source: str, baseline: TrialSpec, recommended: Tri
 
     Example:
         >>> p = script_patch("train.py", src, base, base.with_(backend="jax"))  # doctest: +SKIP
-        >>> print(p.diff)  # --- train.py / +++ train.py / +os.environ["KERAS_BACKEND"] ...
+        >>> print(p.diff)  # doctest: +SKIP
     """
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)

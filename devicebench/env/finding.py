@@ -26,9 +26,11 @@ class Finding:
         related: ids of environment facts this finding depends on, for cross-reference.
 
     Example:
-        >>> Finding("env.rosetta", "error", "Python runs under Rosetta",
-        ...         observed="sysctl.proc_translated=1", why="no Metal GPU",
-        ...         fix="install an arm64 Python")
+        >>> f = Finding("env.rosetta", "error", "Python runs under Rosetta",
+        ...             observed="sysctl.proc_translated=1", why="no Metal GPU",
+        ...             fix="install an arm64 Python")
+        >>> f.severity, f.location
+        ('error', '')
     """
 
     id: str

@@ -105,7 +105,7 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
 
     Example:
         >>> sa = devicebench.advise("train.py", script_args=["--epochs", "3"])  # doctest: +SKIP
-        >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)
+        >>> print(sa.capture.fit_site, sa.advice.verdict, sa.patch.diff)  # doctest: +SKIP
     """
     from devicebench.jobs.advise import run_advice
     from devicebench.progress import Reporter

@@ -44,8 +44,8 @@ class MemoryWatch:
         exceeded: set once a sample reached the limit and the group was killed.
 
     Example:
-        >>> watch = MemoryWatch(proc.pid, 2 * 2**30)
-        >>> ...; watch.stop(); watch.exceeded
+        >>> watch = MemoryWatch(proc.pid, 2 * 2**30)  # doctest: +SKIP
+        >>> ...; watch.stop(); watch.exceeded  # doctest: +SKIP
     """
 
     def __init__(self, pid: int, limit_bytes: int | None,

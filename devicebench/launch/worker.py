@@ -77,8 +77,8 @@ class WorkerProcess:
     the failure then has status ``oom`` and says the peak seen.
 
     Example:
-        >>> w = WorkerProcess.start("devicebench.trials.worker", env=env)
-        >>> w.request({"cmd": "ping"}, timeout=30)
+        >>> w = WorkerProcess.start("devicebench.trials.worker", env=env)  # doctest: +SKIP
+        >>> w.request({"cmd": "ping"}, timeout=30)  # doctest: +SKIP
     """
 
     def __init__(self, proc: subprocess.Popen[bytes], cmd_w: int, res_r: int,

@@ -221,6 +221,7 @@ def replay_advise(profile: MachineProfile, workload: str, *, budget_s: float,
         spent on the profiled machine's clock).
 
     Example:
+        >>> from devicebench.profiles import load_profile
         >>> advice, spent = replay_advise(load_profile("h200"), "seed-rnn", budget_s=40)
         >>> advice.recommended.label
         'jax/cpu'

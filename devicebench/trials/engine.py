@@ -59,12 +59,12 @@ class TrialGroup:
     (results then final, to ``on_result``): a search keeps survivors' workers alive.
 
     Example:
-        >>> with TrialGroup(reference, options) as group:
+        >>> with TrialGroup(reference, options) as group:  # doctest: +SKIP
         ...     group.add([reference, candidate])
         ...     group.measure(RunOptions(min_rounds=2, max_rounds=2))
         ...     group.finish([candidate])          # pruned: its result is final
         ...     group.measure(options)             # the rest get more rounds
-        >>> group.results[reference].step_time
+        >>> group.results[reference].step_time  # doctest: +SKIP
     """
 
     def __init__(
