@@ -252,6 +252,8 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                             "and format the Python numbers"))
         for n in direct:
             f = n.func if isinstance(n, ast.Call) else None
+            if not trains and _collected(ctx, n):
+                continue  # an evaluation pass gathering its outputs: the copy is the result
             if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args
                     or isinstance(f, ast.Name) and f.id == "float" and len(n.args) == 1
                     and dotted(n.args[0]).split(".")[0] in assigned
@@ -271,6 +273,19 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                         seen + "; Python control flow on a device value waits for the device",
                         fixtext=fixtext)
         _syncs_in_callees(ctx, node, direct, seen, fixtext)
+
+
+def _collected(ctx: Context, n: ast.AST) -> bool:
+    """``n`` is (part of) a value appended to a list (``preds.extend(out.cpu().numpy())``,
+    ``ys.append(y.tolist())``): an evaluation loop collecting what it computed, for use
+    after the loop -- the copy to the host is what the loop is for."""
+    cur, child = ctx.parents.get(n), n
+    while cur is not None and not isinstance(cur, ast.stmt):
+        if isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute) and (
+                cur.func.attr in ("append", "extend", "insert")) and child in cur.args:
+            return True
+        child, cur = cur, ctx.parents.get(cur)
+    return False
 
 
 def _plain_use(ctx: Context, name: ast.Name) -> bool:

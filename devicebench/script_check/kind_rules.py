@@ -1,0 +1,116 @@
+"""Rules written on :mod:`.kinds` (issue 24, round 7): costs that depend on what a value is
+(a Python list built element by element, a function that runs an MLX training step) and on
+whether the code runs repeatedly -- in a loop, a function a loop calls, or a per-item
+method of the data pipeline -- rather than on where in the loop's own body it is written."""
+
+from __future__ import annotations
+
+import ast
+
+from devicebench.script_check.ast_tools import last_name, walk
+from devicebench.script_check.context import Context, rule
+from devicebench.script_check.kinds import (
+    list_elements,
+    python_list,
+    repeat_site,
+    repeated_functions,
+    scope_of,
+)
+
+_TENSOR_FROM = {"torch.tensor", "torch.Tensor", "torch.as_tensor", "torch.FloatTensor",
+                "torch.LongTensor", "torch.DoubleTensor", "torch.IntTensor",
+                "tensorflow.convert_to_tensor", "tensorflow.constant",
+                "mlx.core.array", "jax.numpy.array", "jax.numpy.asarray"}
+
+
+def _where(ctx: Context, site: tuple[ast.AST, ast.AST | None]) -> str:
+    loop, call = site
+    if isinstance(loop, ast.FunctionDef | ast.AsyncFunctionDef):
+        return f"`{loop.name}` runs once per item or batch of the data pipeline"
+    if call is None:
+        return f"it runs on every iteration of the loop at {ctx.line(loop.lineno)}"
+    return (f"the loop at {ctx.line(loop.lineno)} runs it on every iteration "
+            f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)})")
+
+
+@rule("script.tensor-from-python-list",
+      "tensor built from a Python list, element by element",
+      "`{ctor}` of {how} walks every element through Python (for a list of NumPy arrays "
+      "PyTorch warns \"Creating a tensor from a list of numpy.ndarrays is extremely slow\"); "
+      "one array conversion does the same in a single copy (facebook/Ax#4798: 3.6x faster; "
+      "kan-bayashi/ParallelWaveGAN#367; tensorflow/similarity#210)",
+      "stack the list once and convert the array: `{ctor}(np.stack(items))` for NumPy arrays "
+      "(`np.asarray(values)` for numbers), `torch.stack(items)` for tensors -- or fill a "
+      "preallocated array instead of a list")
+def tensor_from_python_list(ctx: Context) -> None:
+    for call in ctx.calls():
+        if not call.args or ctx.resolve(call.func) not in _TENSOR_FROM:
+            continue
+        how = python_list(ctx, call.args[0], scope_of(ctx, call))
+        site = repeat_site(ctx, call) if how else None
+        if site is None:
+            continue
+        ctor = ctx.resolve(call.func).replace("tensorflow.", "tf.").replace(
+            "mlx.core.", "mx.").replace("jax.numpy.", "jnp.")
+        held = list_elements(ctx, call.args[0], scope_of(ctx, call))
+        # a list of arrays or tensors: the slow path PyTorch warns about; a list of Python
+        # numbers (or rows of unknown kind) converts element by element too, but cheaply
+        ctx.add("script.tensor-from-python-list", "warning" if held == "arrays" else "info",
+                call, f"`{ast.unparse(call.args[0])[:30]}` is {how} (of {held}), and "
+                f"{_where(ctx, site)}",
+                ctor=ctor, how=how)
+
+
+_MLX_GRADS = ("mlx.nn.value_and_grad", "mlx.core.value_and_grad", "mlx.core.grad")
+
+
+def _mlx_compiled(ctx: Context) -> set[str]:
+    """Names of functions passed to ``mx.compile`` (as a decorator, ``partial(mx.compile,
+    ...)`` or a call) anywhere in the file."""
+    out: set[str] = set()
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                "compile" in ast.unparse(d) for d in n.decorator_list):
+            out.add(n.name)
+        if isinstance(n, ast.Call) and ctx.resolve(n.func) == "mlx.core.compile":
+            out |= {a.id for a in n.args if isinstance(a, ast.Name)}
+    return out
+
+
+def _mlx_step(ctx: Context, fn: ast.AST, grads: set[str]) -> str:
+    """What makes ``fn`` an MLX training or sampling step: it calls a gradient function
+    made by ``nn.value_and_grad``, or runs a chain of ``mx`` ops on each call."""
+    for n in walk(getattr(fn, "body", [])):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in grads:
+            return f"it runs `{n.func.id}` (a gradient) and the update"
+    ops = [n for n in walk(getattr(fn, "body", [])) if isinstance(n, ast.Call)
+           and ctx.resolve(n.func).startswith("mlx.core.") and last_name(n) not in (
+               "eval", "async_eval", "array")]
+    return f"it chains {len(ops)} `mx` ops" if len(ops) >= 5 else ""
+
+
+@rule("script.mlx-not-compiled",
+      "MLX step function run without `mx.compile`",
+      "{what}, once per iteration, as separate kernel launches; `mx.compile` fuses them into "
+      "one graph traced once -- ml-explore/mlx-lm#53 (awni: compiling the step, 1819 -> 2296 "
+      "tokens/s), Blaizzy/mlx-vlm#971 (1.9x per step). For a very small model the compile "
+      "overhead can outweigh the gain (teilomillet/textpolicy#40: 4x slower at 50K params): "
+      "measure both",
+      "compile it with its state: `step = mx.compile(step, inputs=state, outputs=state)` "
+      "(or `@partial(mx.compile, inputs=state, outputs=state)`), with `state = [model.state, "
+      "optimizer.state, mx.random.state]`")
+def mlx_not_compiled(ctx: Context) -> None:
+    if not ctx.uses("mlx"):
+        return
+    grads = {name for name, values in ctx.assigns.items() for v in values
+             if isinstance(v, ast.Call) and ctx.resolve(v.func) in _MLX_GRADS}
+    compiled = _mlx_compiled(ctx)
+    for loop, call, fn in repeated_functions(ctx).values():
+        if fn.name in compiled or call is fn or ctx.enclosing(fn, (
+                ast.FunctionDef, ast.AsyncFunctionDef)) is not None:
+            continue
+        what = _mlx_step(ctx, fn, grads)
+        if what:
+            ctx.add("script.mlx-not-compiled", "info", fn,
+                    f"`{fn.name}` is called on every iteration of the loop at "
+                    f"{ctx.line(loop.lineno)} and is not compiled", what=what)

@@ -1,0 +1,87 @@
+"""The script check's seventh round (issue 24): the shared program analysis of
+``script_check.kinds`` (what runs repeatedly, what a name holds, what a loop carries) and the
+rules written on it, each with a case that must stay silent."""
+
+from __future__ import annotations
+
+from tests.unit.test_script_program_analysis import ids_at
+
+
+def test_list_of_arrays_converted_in_a_function_the_loop_calls() -> None:
+    source = """\
+        import numpy as np
+        import torch
+
+        def constraints(cs, X):
+            rows = [c.w @ X.T - c.b for c in cs]
+            return torch.tensor(rows, dtype=torch.double)
+
+        for it in range(100):
+            ok = constraints(cs, np.random.rand(1000, 4))
+    """
+    assert ids_at(source, "script.tensor-from-python-list", "warning") == [6]
+    once = source.replace("for it in range(100):\n    ", "if True:\n    ")
+    assert ids_at(once, "script.tensor-from-python-list") == []  # runs once: no finding
+    literal = source.replace("torch.tensor(rows, ", "torch.tensor([1.0, 2.0], ")
+    assert ids_at(literal, "script.tensor-from-python-list") == []  # constants: cheap
+    stacked = source.replace("torch.tensor(rows, ", "torch.tensor(np.stack(rows), ")
+    assert ids_at(stacked, "script.tensor-from-python-list") == []
+
+
+def test_list_grown_in_getitem_and_numbers_are_info() -> None:
+    source = """\
+        import tensorflow as tf
+
+        class Sampler(tf.keras.utils.Sequence):
+            def __getitem__(self, idx):
+                xs, ys = [], []
+                for j in self.index[idx]:
+                    xs.append(self.x[j])
+                    ys.append(float(self.y[j]))
+                x = tf.convert_to_tensor(xs)
+                return x, tf.convert_to_tensor(ys)
+    """
+    assert ids_at(source, "script.tensor-from-python-list", "warning") == [9]
+    assert ids_at(source, "script.tensor-from-python-list", "info") == [10]
+    plain = source.replace("def __getitem__", "def build")
+    assert ids_at(plain, "script.tensor-from-python-list") == []  # not per item
+
+
+def test_eval_loop_collecting_outputs_is_not_a_per_step_sync() -> None:
+    source = """\
+        import torch
+
+        def evaluate(model, loader):
+            model.eval()
+            probs = []
+            with torch.no_grad():
+                for x in loader:
+                    out = model(x.cuda())
+                    probs.extend(out.softmax(1).cpu().numpy())
+                    print(out.max().item())
+            return probs
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [10]  # the print, not the collect
+
+
+def test_mlx_step_called_per_iteration_without_compile() -> None:
+    source = """\
+        import mlx.core as mx
+        import mlx.nn as nn
+
+        loss_and_grad = nn.value_and_grad(model, loss_fn)
+
+        def step(batch):
+            loss, grads = loss_and_grad(model, *batch)
+            optimizer.update(model, grads)
+            return loss
+
+        for batch in batches:
+            loss = step(batch)
+            mx.eval(model.state, optimizer.state, loss)
+    """
+    assert ids_at(source, "script.mlx-not-compiled", "info") == [6]
+    compiled = source.replace("def step(batch):", "@mx.compile\n        def step(batch):")
+    assert ids_at(compiled, "script.mlx-not-compiled") == []
+    wrapped = source + "        step = mx.compile(step)\n"
+    assert ids_at(wrapped, "script.mlx-not-compiled") == []
