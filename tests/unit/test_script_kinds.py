@@ -85,3 +85,47 @@ def test_mlx_step_called_per_iteration_without_compile() -> None:
     assert ids_at(compiled, "script.mlx-not-compiled") == []
     wrapped = source + "        step = mx.compile(step)\n"
     assert ids_at(wrapped, "script.mlx-not-compiled") == []
+
+
+def test_mlx_loop_evaluating_only_part_of_what_it_changes() -> None:
+    source = """\
+        import mlx.core as mx
+        import mlx.nn as nn
+
+        loss_and_grad = nn.value_and_grad(model, loss_fn)
+        for step in range(1000):
+            loss, grads = loss_and_grad(model, *next(batches))
+            optimizer.update(model, grads)
+            mx.eval(loss)
+    """
+    assert ids_at(source, "script.mlx-no-eval") == [8]
+    full = source.replace("mx.eval(loss)", "mx.eval(model.parameters(), optimizer.state, loss)")
+    assert ids_at(full, "script.mlx-no-eval") == []
+
+
+def test_mlx_accumulation_evaluated_only_after_the_loop() -> None:
+    source = """\
+        import mlx.core as mx
+
+        def evaluate(model, batches):
+            total = 0
+            n = 0
+            for batch in batches:
+                loss = loss_fn(model, batch)
+                total += loss
+                n += 1
+            mx.eval(total)
+            return total.item() / n
+    """
+    assert ids_at(source, "script.mlx-no-eval") == [8]  # not the counter `n += 1`
+    each = source.replace("                n += 1\n", "                mx.eval(total)\n")
+    assert ids_at(each, "script.mlx-no-eval") == []
+    layers = """\
+        import mlx.core as mx
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = x + layer(x)
+            return x
+    """
+    assert ids_at(layers, "script.mlx-no-eval") == []  # a forward pass, not a data loop
