@@ -129,3 +129,67 @@ def test_mlx_accumulation_evaluated_only_after_the_loop() -> None:
             return x
     """
     assert ids_at(layers, "script.mlx-no-eval") == []  # a forward pass, not a data loop
+
+
+def test_device_values_followed_into_the_functions_a_step_loop_calls() -> None:
+    source = """\
+        import jax
+
+        def write_metrics(writer, metrics, step):
+            for name, value in metrics.items():
+                writer.add_scalar(name, float(jax.device_get(value)), step)
+
+        def log_loss(loss, step):
+            print(step, float(loss))
+
+        for step in range(1000):
+            state, metrics = p_train_step(state, next(batches))
+            loss = loss_fn(state)
+            write_metrics(writer, metrics, step)
+            log_loss(loss, step)
+            if step % 100 == 0:
+                write_metrics(writer, metrics, step)
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [5, 8]
+    every = "            write_metrics(writer, metrics, step)\n            log_loss(loss, step)\n"
+    periodic = source.replace(every, "")
+    assert ids_at(periodic, "script.sync-in-step-loop") == []  # only every 100 steps
+
+
+def test_step_function_returning_python_numbers_is_info() -> None:
+    source = """\
+        import torch
+
+        def train_step(model, optimizer, batch):
+            optimizer.zero_grad()
+            loss = model(batch).mean()
+            loss.backward()
+            optimizer.step()
+            return {"loss": loss.item()}
+
+        def to_float(x):
+            return x.item()
+
+        for batch in loader:
+            metrics = train_step(model, optimizer, batch.cuda())
+    """
+    assert ids_at(source, "script.sync-in-step-loop", "info") == [8]
+    assert ids_at(source, "script.sync-in-step-loop", "warning") == []
+
+
+def test_logging_a_device_value_every_step() -> None:
+    source = """\
+        import jax
+        import wandb
+
+        @jax.jit
+        def train_step(params, batch):
+            return params, loss_fn(params, batch)
+
+        for batch in batches:
+            params, loss = train_step(params, batch)
+            wandb.log({"loss": loss})
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [10]
+    host = source.replace('wandb.log({"loss": loss})', 'wandb.log({"epoch": epoch})')
+    assert ids_at(host, "script.sync-in-step-loop") == []
