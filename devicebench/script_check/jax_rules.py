@@ -14,6 +14,7 @@ from devicebench.script_check.ast_tools import (
 from devicebench.script_check.context import Context, rule
 
 _GRADS = ("jax.grad", "jax.value_and_grad", "jax.jacfwd", "jax.jacrev", "jax.hessian",
+          "equinox.filter_grad", "equinox.filter_value_and_grad",
           "jax.vmap")
 _TREE_MAPS = ("jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map")
 _STEP = ("the whole step under one `@jax.jit`: `@jax.jit\\ndef train_step(params, opt_state, "

@@ -193,3 +193,66 @@ def test_logging_a_device_value_every_step() -> None:
     assert ids_at(source, "script.sync-in-step-loop") == [10]
     host = source.replace('wandb.log({"loss": loss})', 'wandb.log({"epoch": epoch})')
     assert ids_at(host, "script.sync-in-step-loop") == []
+
+
+def test_equinox_step_outside_jit_is_reported_at_its_def() -> None:
+    source = """\
+        import equinox as eqx
+        import jax
+
+        def train_step(model, opt_state, x, y):
+            loss, grads = eqx.filter_value_and_grad(loss_fn)(model, x, y)
+            updates, opt_state = optimizer.update(grads, opt_state, model)
+            return eqx.apply_updates(model, updates), opt_state, loss
+
+        for step in range(1000):
+            x, y = next(batches)
+            model, opt_state, loss = train_step(model, opt_state, x, y)
+    """
+    assert ids_at(source, "script.jax-grad-outside-jit") == [4]
+    assert ids_at(source, "script.jax-host-op-in-loop") == []
+    jitted = source.replace("def train_step", "@eqx.filter_jit\n        def train_step")
+    assert ids_at(jitted, "script.jax-grad-outside-jit") == []
+
+
+def test_host_tensor_made_in_an_optimizer_step_and_in_a_block_of_a_sequential() -> None:
+    source = """\
+        import torch
+
+        class SignSGD(torch.optim.Optimizer):
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        votes = torch.zeros(p.size()).cuda()
+                        p.add_(torch.sign(votes + p.grad), alpha=-group["lr"])
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                mask = torch.tril(torch.ones(x.shape[1], x.shape[1])).to(x.device)
+                return x.masked_fill(mask == 0, 0.0)
+
+        model = torch.nn.Sequential(*[Block() for _ in range(4)]).cuda()
+        optimizer = SignSGD(model.parameters(), dict(lr=0.1))
+        for x in loader:
+            model(x.cuda()).sum().backward()
+            optimizer.step()
+    """
+    assert ids_at(source, "script.per-step-copy") == [7, 12]
+    on_device = source.replace("torch.zeros(p.size()).cuda()", "torch.zeros_like(p)").replace(
+        "torch.ones(x.shape[1], x.shape[1])", "torch.ones(x.shape[1], x.shape[1], device=x.device)")
+    assert ids_at(on_device, "script.per-step-copy") == []
+
+
+def test_gc_collect_every_step() -> None:
+    source = """\
+        import gc
+        import torch
+
+        for step, batch in enumerate(loader):
+            model(batch.cuda()).loss.backward()
+            optimizer.step()
+            gc.collect()
+            if step % 500 == 0:
+                gc.collect()
+    """
+    assert ids_at(source, "script.empty-cache-in-loop") == [7]  # not the periodic one
