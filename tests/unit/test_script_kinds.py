@@ -256,3 +256,42 @@ def test_gc_collect_every_step() -> None:
                 gc.collect()
     """
     assert ids_at(source, "script.empty-cache-in-loop") == [7]  # not the periodic one
+
+
+def test_python_number_from_an_iterable_of_unknown_kind_retraces_info() -> None:
+    source = """\
+        import tensorflow as tf
+
+        @tf.function
+        def sample_step(model, x, alpha):
+            return x + alpha * model(x)
+
+        def sample(model, sigmas, x):
+            for i, sigma in enumerate(sigmas):
+                alpha = 2e-5 * (sigma / sigmas[-1]) ** 2
+                for t in range(100):
+                    x = sample_step(model, x, alpha)
+            return x
+    """
+    assert ids_at(source, "script.recompile-shapes", "info") == [11]
+    tensor = source.replace("alpha = 2e-5 * (sigma / sigmas[-1]) ** 2",
+                            "alpha = tf.constant(2e-5) * sigma")
+    assert ids_at(tensor, "script.recompile-shapes") == []
+
+
+def test_array_built_from_each_item_changes_length() -> None:
+    source = """\
+        import jax
+        import numpy as np
+
+        @jax.jit
+        def likelihood(mu, opp):
+            return (mu - opp).sum()
+
+        for player, games in games_by_player.items():
+            opp = np.array([rating[o] for o, _ in games])
+            v = likelihood(mu, opp)
+    """
+    assert ids_at(source, "script.recompile-shapes") == [10]
+    fixed = source.replace("[rating[o] for o, _ in games]", "[rating[o] for o in all_players]")
+    assert ids_at(fixed, "script.recompile-shapes") == []
