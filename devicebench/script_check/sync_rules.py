@@ -13,11 +13,17 @@ from devicebench.script_check.ast_tools import (
     last_name,
     root_name,
     skip_in_step,
-    target_names,
     walk,
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.sync_flow import (
+    _SINK_METHODS,
+    _SINKS,
+    device_get,
+    device_params,
+    host_use,
+)
 
 _HOST = {"item", "numpy", "tolist", "float", "int", "len", "str", "cpu", "time",
          "perf_counter", "append", "format", "round", "range", "enumerate", "zip", "next"}
@@ -103,7 +109,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
         steps = ctx.search(fn.body, ctx.is_step) is not None
         returned = {id(x) for r in walk(fn.body) if isinstance(r, ast.Return)
                     for x in ast.walk(r)}
-        held = _device_params(ctx, call, fn, device)
+        held = device_params(ctx, call, fn, device)
         for m in walk(fn.body, lambda x: isinstance(x, ast.FunctionDef | ast.AsyncFunctionDef)
                       or skip_in_step(x) and not isinstance(x, LOOPS)):
             implicit = _scalar_from_tensor(ctx, fn, m)
@@ -115,7 +121,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                 implicit = ("; the test reads a registered buffer, which lives on the module's "
                             "device: Python control flow on it copies it to the host and waits")
             if not implicit and held:
-                implicit = _host_use(ctx, m, held)
+                implicit = host_use(ctx, m, held)
             if steps and _is_sync_call(m) and id(m) in returned and not implicit:
                 # `return loss.item()` from the step: one sync per step, the common idiom --
                 # worth knowing (facebookresearch/fairchem#2112 removed it), not an error
@@ -123,60 +129,11 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                         f"`{fn.name}` takes an optimisation step and converts this result as it "
                         f"returns it; the loop at {ctx.line(loop.lineno)} calls it on every step",
                         fixtext=fixtext)
-            elif (_is_sync_call(m) or _device_get(ctx, m)) and id(m) not in returned or implicit:
+            elif (_is_sync_call(m) or device_get(ctx, m)) and id(m) not in returned or implicit:
                 ctx.add("script.sync-in-step-loop", "warning", m,
                         f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
                         f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
                         "runs on every step" + implicit, fixtext=fixtext)
-
-
-_SINKS = ("wandb.log", "mlflow.log_metric", "mlflow.log_metrics")
-_SINK_METHODS = ("add_scalar", "add_scalars", "log_metrics", "log_metric")
-
-
-def _device_get(ctx: Context, n: ast.AST) -> bool:
-    """``jax.device_get(x)`` (or ``float(jax.device_get(x))``): fetching a device value."""
-    return isinstance(n, ast.Call) and ctx.resolve(n.func) == "jax.device_get"
-
-
-def _device_params(ctx: Context, call: ast.AST, fn: ast.AST, device: set[str]) -> set[str]:
-    """Parameters of ``fn`` that the loop's ``call`` passes a device value (a name the loop
-    assigned from device work), plus the names ``fn`` computes from them."""
-    if not isinstance(call, ast.Call) or not hasattr(fn, "args"):
-        return set()
-    params = [a.arg for a in fn.args.args]  # type: ignore[attr-defined]
-    if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
-        params = params[1:]
-    held = {p for p, a in zip(params, call.args, strict=False)
-            if isinstance(a, ast.Name) and a.id in device}
-    held |= {k.arg for k in call.keywords if k.arg in params and isinstance(
-        k.value, ast.Name) and k.value.id in device}
-    for _ in range(2):
-        for st in walk(fn.body):  # type: ignore[attr-defined]
-            if isinstance(st, ast.Assign) and any(
-                    isinstance(x, ast.Name) and x.id in held for x in ast.walk(st.value)) and (
-                    not isinstance(st.value, ast.Call) or last_name(st.value) not in _HOST):
-                held |= {t for tg in st.targets for t in target_names(tg)}
-    return held
-
-
-def _host_use(ctx: Context, m: ast.AST, held: set[str]) -> str:
-    """How ``m`` turns a device value of ``held`` into a Python value: ``float(x)`` /
-    ``print(x)`` / a logging call given it (``wandb.log({"loss": x})``) / ``if x ...:``."""
-    def plain(expr: ast.AST) -> bool:
-        return any(isinstance(a, ast.Name) and a.id in held and _plain_use(ctx, a)
-                   for a in ast.walk(expr))
-    if isinstance(m, ast.Call):
-        q = ctx.resolve(m.func)
-        if isinstance(m.func, ast.Name) and m.func.id in ("float", "int", "bool", "print") and (
-                any(plain(a) for a in m.args)):
-            return f"; `{m.func.id}` of a device value waits for the device"
-        if (q in _SINKS or last_name(m) in _SINK_METHODS) and any(
-                plain(a) for a in [*m.args, *(k.value for k in m.keywords)]):
-            return "; the logger converts the device value to a Python number, a device sync"
-    if isinstance(m, ast.If | ast.While) and plain(m.test):
-        return "; Python control flow on a device value waits for the device"
-    return ""
 
 
 _SCALAR_KWARGS = ("alpha", "value")  # x.add(y, alpha=...), x.addcmul_(a, b, value=...)
@@ -333,9 +290,9 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                         seen + f"; `{f.id}` of a device value waits for the device",
                         fixtext=fixtext)
             elif isinstance(n, ast.Call) and (ctx.resolve(n.func) in _SINKS or last_name(
-                    n) in _SINK_METHODS) and _host_use(ctx, n, device):
+                    n) in _SINK_METHODS) and host_use(ctx, n, device):
                 ctx.add("script.sync-in-step-loop", "warning", n,
-                        seen + _host_use(ctx, n, device), fixtext=fixtext)
+                        seen + host_use(ctx, n, device), fixtext=fixtext)
             elif isinstance(n, ast.If | ast.While) and any(
                     isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
                     for a in ast.walk(n.test)):

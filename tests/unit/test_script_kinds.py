@@ -295,3 +295,39 @@ def test_array_built_from_each_item_changes_length() -> None:
     assert ids_at(source, "script.recompile-shapes") == [10]
     fixed = source.replace("[rating[o] for o, _ in games]", "[rating[o] for o in all_players]")
     assert ids_at(fixed, "script.recompile-shapes") == []
+
+
+def test_device_values_reach_a_callback_and_a_loss_helper() -> None:
+    source = """\
+        import jax
+        import torch
+
+        class Progbar:
+            def on_batch_end(self, step, logs):
+                values = {k: float(v) for k, v in logs.items()}
+                print(" ".join(f"{k}: {v:.4f}" for k, v in values.items()))
+
+        def masked_loss(hidden, labels):
+            mask = labels != -100
+            n = mask.sum()
+            if n == 0:
+                return hidden.sum() * 0.0
+            b, t = hidden.shape
+            steps = int(t // 2)
+            return (hidden[mask] ** 2).sum() / n
+
+        @jax.jit
+        def train_step(state, x):
+            return state, {"loss": x.sum()}
+
+        bar = Progbar()
+        for step, (x, y) in enumerate(loader):
+            state, logs = train_step(state, x)
+            bar.on_batch_end(step, logs)
+            loss = masked_loss(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+    """
+    # float() of the logged device values and `if` on a device count: syncs; the printed
+    # Python floats, the shape's ints and the keys are host values
+    assert ids_at(source, "script.sync-in-step-loop") == [6, 12]
