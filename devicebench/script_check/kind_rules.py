@@ -114,3 +114,33 @@ def mlx_not_compiled(ctx: Context) -> None:
             ctx.add("script.mlx-not-compiled", "info", fn,
                     f"`{fn.name}` is called on every iteration of the loop at "
                     f"{ctx.line(loop.lineno)} and is not compiled", what=what)
+
+
+_TRAINERS = ("pytorch_lightning.Trainer", "lightning.Trainer", "lightning.pytorch.Trainer",
+             "pytorch_lightning.trainer.Trainer")
+
+
+@rule("script.cudnn-benchmark-overridden",
+      "Lightning's `Trainer` may reset `torch.backends.cudnn.benchmark`",
+      "the script turns cuDNN autotuning on, then builds a Lightning `Trainer` without "
+      "`benchmark=`: before Lightning 1.6.4 the Trainer set the flag to its own default "
+      "(False before 1.6.0) when it starts, so the setting is silently undone "
+      "(RangiLyu/nanodet#249; Lightning 1.6.4 release notes, #13154: \"Prevent modification of "
+      "torch.backends.cudnn.benchmark when Trainer(benchmark=...) is not set\")",
+      "pass it to the Trainer as well: `Trainer(..., benchmark=True)` (harmless on any "
+      "version), or check the installed Lightning is 1.6.4 or newer")
+def cudnn_benchmark_overridden(ctx: Context) -> None:
+    if not ctx.uses("torch"):
+        return
+    on = any(isinstance(n, ast.Assign) and any(ctx.resolve(t) == "torch.backends.cudnn.benchmark"
+                                                for t in n.targets)
+             and isinstance(n.value, ast.Constant) and n.value.value is True
+             for n in ast.walk(ctx.tree))
+    if not on:
+        return
+    for call in ctx.calls():
+        if ctx.resolve(call.func) in _TRAINERS and not any(
+                k.arg == "benchmark" or k.arg is None for k in call.keywords):
+            ctx.add("script.cudnn-benchmark-overridden", "info", call,
+                    "`torch.backends.cudnn.benchmark = True` is set, and this Trainer gets no "
+                    "`benchmark=`")

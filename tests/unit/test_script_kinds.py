@@ -331,3 +331,36 @@ def test_device_values_reach_a_callback_and_a_loss_helper() -> None:
     # float() of the logged device values and `if` on a device count: syncs; the printed
     # Python floats, the shape's ints and the keys are host values
     assert ids_at(source, "script.sync-in-step-loop") == [6, 12]
+
+
+def test_flax_module_applied_unjitted_in_a_loop() -> None:
+    source = """\
+        import flax.linen as nn
+        import jax
+
+        layer = nn.Dense(256)
+        params = layer.init(jax.random.PRNGKey(0), x)
+        for trial in range(100):
+            out = layer.apply(params, x).block_until_ready()
+    """
+    assert ids_at(source, "script.jax-host-op-in-loop") == [7]
+    loop = "for trial in range(100):"
+    jitted = source.replace(loop, "apply = jax.jit(layer.apply)\n        " + loop).replace(
+        "layer.apply(params, x).block", "apply(params, x).block")
+    assert ids_at(jitted, "script.jax-host-op-in-loop") == []
+
+
+def test_lightning_trainer_without_benchmark_after_setting_the_flag() -> None:
+    source = """\
+        import pytorch_lightning as pl
+        import torch
+
+        torch.backends.cudnn.benchmark = True
+        trainer = pl.Trainer(max_epochs=10, gpus=1)
+        trainer.fit(model, loader)
+    """
+    assert ids_at(source, "script.cudnn-benchmark-overridden", "info") == [5]
+    passed = source.replace("gpus=1)", "gpus=1, benchmark=True)")
+    assert ids_at(passed, "script.cudnn-benchmark-overridden") == []
+    never = source.replace("torch.backends.cudnn.benchmark = True", "torch.manual_seed(0)")
+    assert ids_at(never, "script.cudnn-benchmark-overridden") == []
