@@ -364,3 +364,30 @@ def test_lightning_trainer_without_benchmark_after_setting_the_flag() -> None:
     assert ids_at(passed, "script.cudnn-benchmark-overridden") == []
     never = source.replace("torch.backends.cudnn.benchmark = True", "torch.manual_seed(0)")
     assert ids_at(never, "script.cudnn-benchmark-overridden") == []
+
+
+def test_dataloader_subclass_moving_batches_in_its_iterator() -> None:
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        def send_to_device(batch, device):
+            return {k: v.to(device) for k, v in batch.items()}
+
+        class DeviceLoader(DataLoader):
+            def __init__(self, dataset, device, **kwargs):
+                super().__init__(dataset, pin_memory=True, **kwargs)
+                self.device = device
+
+            def __iter__(self):
+                for batch in super().__iter__():
+                    yield send_to_device(batch, self.device)
+
+        loader = DeviceLoader(dataset, torch.device("cuda"), batch_size=16)
+        for batch in loader:
+            model(**batch).loss.backward()
+            optimizer.step()
+    """
+    assert ids_at(source, "script.blocking-h2d-copy") == [5]
+    async_copy = source.replace("v.to(device)", "v.to(device, non_blocking=True)")
+    assert ids_at(async_copy, "script.blocking-h2d-copy") == []
