@@ -197,3 +197,31 @@ def loop_carried(ctx: Context, loop: ast.AST) -> dict[str, list[ast.stmt]]:
                     any(isinstance(n, ast.Call | ast.BinOp) for n in ast.walk(s.value))):
                 out.setdefault(name, []).append(s)
     return out
+
+
+_HOOKS = ("register_hook", "register_post_accumulate_grad_hook", "register_forward_hook",
+          "register_forward_pre_hook", "register_full_backward_hook",
+          "register_full_backward_pre_hook", "register_backward_hook")
+
+
+def hook_functions(ctx: Context) -> list[tuple[ast.Call, FuncDef]]:
+    """(registration, function) for the functions this file registers as autograd or
+    module hooks -- by name, or the nested function a factory of this file returns
+    (``p.register_post_accumulate_grad_hook(make_hook(bucket))``): they run inside every
+    forward or ``backward()``, so once (or once per parameter) per training step."""
+    out: list[tuple[ast.Call, FuncDef]] = []
+    for c in ctx.calls():
+        if last_name(c) not in _HOOKS or not c.args:
+            continue
+        a = c.args[0]
+        if isinstance(a, ast.Name) and a.id in ctx.funcs:
+            out.append((c, ctx.funcs[a.id]))
+        elif isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and a.func.id in ctx.funcs:
+            factory = ctx.funcs[a.func.id]
+            nested = {d.name: d for d in factory.body
+                      if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)}
+            for r in walk(factory.body):
+                if isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and (
+                        r.value.id in nested):
+                    out.append((c, nested[r.value.id]))
+    return out

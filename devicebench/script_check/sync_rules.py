@@ -17,6 +17,7 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.kinds import hook_functions
 from devicebench.script_check.sync_flow import (
     _SINK_METHODS,
     _SINKS,
@@ -65,6 +66,7 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
       "{fixtext}")
 def sync_in_step_loop(ctx: Context) -> None:
     _sync_in_step_loop(ctx, _SYNC_FIX[_framework(ctx)])
+    _syncs_in_hooks(ctx, _SYNC_FIX[_framework(ctx)])
     if ctx.uses("torch"):
         _host_round_trips(ctx, _SYNC_FIX["torch"])
 
@@ -300,6 +302,28 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                         seen + "; Python control flow on a device value waits for the device",
                         fixtext=fixtext)
         _syncs_in_callees(ctx, node, direct, seen, fixtext)
+
+
+def _syncs_in_hooks(ctx: Context, fixtext: str) -> None:
+    """Syncs in the hooks a training loop's ``backward()``/forward runs (issue 24, round 7:
+    NVIDIA/Megatron-LM#7076, ``.item()`` in a gradient-ready hook: one host sync per bucket
+    per iteration) -- the hook, and the functions of this file it calls."""
+    loop = next((n for n in ast.walk(ctx.tree) if isinstance(n, LOOPS) and ctx.search(
+        n.body, lambda c: last_name(c) == "backward" if isinstance(c, ast.Call) else False,
+        skip_in_step) is not None), None)
+    if loop is None:
+        return
+    for reg, hook in hook_functions(ctx):
+        fns = [(reg, hook)] + [(c, f) for c, f in callees(ctx, list(hook.body))]
+        for _via, fn in fns:
+            returned = {id(x) for r in walk(fn.body) if isinstance(r, ast.Return)
+                        for x in ast.walk(r)}
+            for m in walk(fn.body):
+                if _is_sync_call(m) and id(m) not in returned:
+                    ctx.add("script.sync-in-step-loop", "warning", m,
+                            f"`{fn.name}` runs inside the hook registered at "
+                            f"{ctx.line(reg.lineno)}, which every `backward()` of the loop at "
+                            f"{ctx.line(loop.lineno)} calls", fixtext=fixtext)
 
 
 def _collected(ctx: Context, n: ast.AST) -> bool:

@@ -391,3 +391,41 @@ def test_dataloader_subclass_moving_batches_in_its_iterator() -> None:
     assert ids_at(source, "script.blocking-h2d-copy") == [5]
     async_copy = source.replace("v.to(device)", "v.to(device, non_blocking=True)")
     assert ids_at(async_copy, "script.blocking-h2d-copy") == []
+
+
+def test_predict_two_calls_below_a_loop_and_a_sync_in_a_gradient_hook() -> None:
+    source = """\
+        import numpy as np
+        import tensorflow as tf
+
+        def calc(params):
+            return model.predict(np.asarray([params]))
+
+        def log_likelihood(params):
+            return -0.5 * (calc(params) ** 2).sum()
+
+        for i in range(10000):
+            logl = log_likelihood(prior.sample())
+    """
+    assert ids_at(source, "script.keras-call-per-sample") == [5]
+    hook = """\
+        import torch
+
+        def check(grad):
+            if torch.isnan(grad).any().item():
+                raise RuntimeError("nan")
+
+        def make_hook(bucket):
+            def hook(*unused):
+                check(bucket.grad)
+            return hook
+
+        for p in model.parameters():
+            p.register_post_accumulate_grad_hook(make_hook(p))
+        for x in loader:
+            model(x.cuda()).sum().backward()
+            optimizer.step()
+    """
+    assert ids_at(hook, "script.sync-in-step-loop") == [4]
+    no_backward = hook.replace("model(x.cuda()).sum().backward()", "model(x.cuda())")
+    assert ids_at(no_backward, "script.sync-in-step-loop") == []
