@@ -81,15 +81,6 @@ def dataloader_workers(ctx: Context) -> None:
                     "`num_workers=0` is set explicitly: every batch is loaded and collated in "
                     "the training process", work="each batch is loaded and collated here",
                     dev=dev.upper() if dev == "mps" else "GPU")
-        elif workers is None and _in_memory(ctx, call.args[0]):
-            # info: in-memory tensors still go through per-item indexing and a Python
-            # collate (`torch.stack` of the items) per batch, in the training process
-            ctx.add("script.dataloader-workers", "info", call,
-                    "num_workers is not set (0): each batch indexes the TensorDataset item by "
-                    "item and stacks the items in the training process (harryjo97/GDSS#13: "
-                    "\"Using 4 workers makes training 30% faster\")",
-                    work="each batch is indexed item by item and collated here",
-                    dev=dev.upper() if dev == "mps" else "GPU")
 
 
 def _in_memory(ctx: Context, dataset: ast.AST) -> bool:

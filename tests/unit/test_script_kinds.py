@@ -430,18 +430,3 @@ def test_predict_two_calls_below_a_loop_and_a_sync_in_a_gradient_hook() -> None:
     no_backward = hook.replace("model(x.cuda()).sum().backward()", "model(x.cuda())")
     assert ids_at(no_backward, "script.sync-in-step-loop") == []
 
-
-def test_tensor_dataset_loader_without_workers_is_info() -> None:
-    source = """\
-        import torch
-        from torch.utils.data import DataLoader, TensorDataset
-
-        loader = DataLoader(TensorDataset(x, adj), batch_size=1024, shuffle=True)
-        for x, adj in loader:
-            loss = model(x.to("cuda"), adj.to("cuda"))
-            loss.backward()
-            optimizer.step()
-    """
-    assert ids_at(source, "script.dataloader-workers", "info") == [4]
-    workers = source.replace("shuffle=True)", "shuffle=True, num_workers=4)")
-    assert ids_at(workers, "script.dataloader-workers") == []
