@@ -430,3 +430,25 @@ def test_predict_two_calls_below_a_loop_and_a_sync_in_a_gradient_hook() -> None:
     no_backward = hook.replace("model(x.cuda()).sum().backward()", "model(x.cuda())")
     assert ids_at(no_backward, "script.sync-in-step-loop") == []
 
+
+
+def test_ddp_backward_in_a_replay_loop_the_stepping_loop_calls() -> None:
+    source = """\
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(Net().cuda(), device_ids=[rank])
+
+        def replay(model, chunks):
+            for chunk in chunks:
+                model(chunk).sum().backward()
+
+        for batch in loader:
+            replay(model, batch.split(8))
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    assert ids_at(source, "script.ddp-no-sync") == [8]
+    each = source.replace("model(chunk).sum().backward()",
+                          "model(chunk).sum().backward()\n                optimizer.step()")
+    assert ids_at(each, "script.ddp-no-sync") == []  # a step per backward: nothing to skip
