@@ -13,6 +13,7 @@ from devicebench.script_check.ast_tools import (
     last_name,
     root_name,
     skip_in_step,
+    target_names,
     walk,
 )
 from devicebench.script_check.context import Context, rule
@@ -42,6 +43,9 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
         if last_name(call) in _HOST or ctx.resolve(call.func).startswith(("numpy.", "math.")):
             continue
         callee = call.func.id if isinstance(call.func, ast.Name) else ""
+        if callee in ctx.funcs and _returns_device(ctx, ctx.funcs[callee]):
+            names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            continue
         if last_name(call) in ("to", "cuda") and isinstance(call.func, ast.Attribute) or (
                 callee in ctx.models or callee in ctx.compiled or ctx.is_tensor_op(call)
                 or root_name(call) in names
@@ -56,6 +60,26 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
                         "to", "cuda") and isinstance(v.func, ast.Attribute):
                     names.add(t.id)
     return names
+
+
+def _returns_device(ctx: Context, fn: ast.AST) -> bool:
+    """A function of this file whose return values are computed on the device: tensor ops, a
+    model call, a copy to the device, or names it binds from those (one level of locals)."""
+    local: set[str] = set()
+
+    def on_device(c: ast.AST) -> bool:  # a tensor op, a copy, a call given device inputs
+        return isinstance(c, ast.Call) and last_name(c) not in _HOST and (
+            ctx.is_tensor_op(c) or last_name(c) in ("cuda", "to") or any(
+                on_device(a) or isinstance(a, ast.Name) and a.id in local for a in c.args))
+    for st in walk(getattr(fn, "body", [])):
+        if isinstance(st, ast.Assign) and on_device(st.value):
+            local |= {t for tg in st.targets for t in target_names(tg)}
+    rets = [r.value for r in walk(getattr(fn, "body", [])) if isinstance(r, ast.Return)
+            and r.value is not None]
+    return bool(rets) and all(
+        any(isinstance(n, ast.Name) and n.id in local for n in ast.walk(r))
+        and not (isinstance(r, ast.Call) and last_name(r) in _HOST) or on_device(r)
+        for r in rets)
 
 
 @rule("script.sync-in-step-loop",

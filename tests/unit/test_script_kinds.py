@@ -452,3 +452,26 @@ def test_ddp_backward_in_a_replay_loop_the_stepping_loop_calls() -> None:
     each = source.replace("model(chunk).sum().backward()",
                           "model(chunk).sum().backward()\n                optimizer.step()")
     assert ids_at(each, "script.ddp-no-sync") == []  # a step per backward: nothing to skip
+
+
+def test_value_returned_by_a_device_helper_is_a_device_value() -> None:
+    source = """\
+        import torch
+
+        def forward(model, x):
+            out = model(x.cuda())
+            return out.softmax(-1)
+
+        def host_stats(x):
+            return len(x)
+
+        for x, y in loader:
+            probs = forward(model, x)
+            n = host_stats(x)
+            loss = criterion(probs, y.cuda())
+            loss.backward()
+            optimizer.step()
+            print(probs)
+            print(n)
+    """
+    assert ids_at(source, "script.sync-in-step-loop") == [16]  # the device value only
