@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import last_name, walk
+from devicebench.script_check.ast_tools import walk
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.kinds import (
     list_elements,
@@ -78,15 +78,12 @@ def _mlx_compiled(ctx: Context) -> set[str]:
 
 
 def _mlx_step(ctx: Context, fn: ast.AST, grads: set[str]) -> str:
-    """What makes ``fn`` an MLX training or sampling step: it calls a gradient function
-    made by ``nn.value_and_grad``, or runs a chain of ``mx`` ops on each call."""
+    """What makes ``fn`` an MLX training step: it calls a gradient function made by
+    ``nn.value_and_grad``."""
     for n in walk(getattr(fn, "body", [])):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in grads:
             return f"it runs `{n.func.id}` (a gradient) and the update"
-    ops = [n for n in walk(getattr(fn, "body", [])) if isinstance(n, ast.Call)
-           and ctx.resolve(n.func).startswith("mlx.core.") and last_name(n) not in (
-               "eval", "async_eval", "array")]
-    return f"it chains {len(ops)} `mx` ops" if len(ops) >= 5 else ""
+    return ""
 
 
 @rule("script.mlx-not-compiled",

@@ -9,11 +9,11 @@ held from its spelling. This module answers both questions once, for every rule:
   the loop's body, in a function of this file that the loop calls (followed a few calls
   deep: functions, ``self.method()``, methods of instances built here, a model's
   ``forward``), or in a method the data pipeline calls per item or per batch
-  (``Dataset.__getitem__``, a collate function, an iterator's ``__next__``/``__iter__``).
+  (``Dataset.__getitem__``, an iterator's ``__next__``/``__iter__``).
 - :func:`python_list` -- is this expression a Python list built element by element (a
   comprehension, ``[]`` grown by ``append``/``extend``/``+=``), not a literal of constants?
 - :func:`loop_carried` -- which names a loop carries from one iteration to the next
-  (``total += loss``, ``acc[k] += v``, ``w = w - lr * g``), each with its updating
+  (``total += loss``, ``w = w - lr * g``), each with its updating
   statements: what a lazy framework keeps growing a graph for until it is evaluated.
 
 All of it is static (``ast`` only); nothing here imports a framework.
@@ -55,19 +55,10 @@ def repeated_functions(ctx: Context) -> dict[int, tuple[ast.AST, ast.AST, FuncDe
             out.setdefault(id(fn), (loop, call, fn))
     for cls in ctx.classes.values():
         for m in cls.body:
-            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and (
-                    m.name in _PER_ITEM or m.name == "__call__" and _collator(ctx, cls)):
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name in _PER_ITEM:
                 out.setdefault(id(m), (m, m, m))
     ctx._repeated_functions = out  # type: ignore[attr-defined]
     return out
-
-
-def _collator(ctx: Context, cls: ast.ClassDef) -> bool:
-    """A class whose instances are passed as ``collate_fn=`` (its ``__call__`` runs once
-    per batch)."""
-    return any(k.arg == "collate_fn" and isinstance(k.value, ast.Call) and isinstance(
-        k.value.func, ast.Name) and k.value.func.id == cls.name
-        for c in ctx.calls() for k in c.keywords)
 
 
 def repeat_site(ctx: Context, node: ast.AST) -> tuple[ast.AST, ast.AST | None] | None:
@@ -162,13 +153,6 @@ def python_list(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 2) -> 
     not one: converting it costs nothing worth a finding."""
     if isinstance(expr, ast.ListComp):
         return "a list comprehension"
-    if isinstance(expr, ast.List) and expr.elts and not _constant(expr):
-        if any(isinstance(e, ast.Name) and python_list(ctx, e, scope, depth - 1)
-               for e in expr.elts) and depth > 0:
-            return "a list of lists built element by element"
-        if len(expr.elts) == 1 and isinstance(expr.elts[0], ast.Name | ast.ListComp):
-            return ""  # [x]: one element wrapped, counted only if x itself is a list
-        return ""
     if isinstance(expr, ast.Name) and depth > 0:
         values = _bindings(scope, expr.id)
         if values and all(isinstance(v, ast.List) and not v.elts for v in values) and _grown(
@@ -181,13 +165,13 @@ def python_list(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 2) -> 
 
 def loop_carried(ctx: Context, loop: ast.AST) -> dict[str, list[ast.stmt]]:
     """name -> the statements of ``loop``'s body that update it from its own previous value:
-    ``x += v``, ``x = x + v`` / ``x = f(x, ...)``, ``x[k] += v``. A plain counter
+    ``x += v``, ``x = x + v`` / ``x = f(x, ...)``. A plain counter
     (``steps += 1``) is left out: it holds a Python number, not a framework value."""
     out: dict[str, list[ast.stmt]] = {}
     for s in walk(getattr(loop, "body", []), lambda x: isinstance(
             x, ast.FunctionDef | ast.AsyncFunctionDef)):
         if isinstance(s, ast.AugAssign):
-            t = s.target.value if isinstance(s.target, ast.Subscript) else s.target
+            t = s.target
             if isinstance(t, ast.Name) and not isinstance(s.value, ast.Constant):
                 out.setdefault(t.id, []).append(s)
         elif isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(
