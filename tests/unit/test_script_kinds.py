@@ -475,3 +475,18 @@ def test_value_returned_by_a_device_helper_is_a_device_value() -> None:
             print(n)
     """
     assert ids_at(source, "script.sync-in-step-loop") == [16]  # the device value only
+
+
+def test_non_blocking_copies_on_an_mps_only_script_are_info() -> None:
+    source = """\
+        import torch
+
+        device = torch.device("mps")
+        for batch in loader:
+            batch = batch.to(device, non_blocking=True)
+            model(batch).sum().backward()
+            optimizer.step()
+    """
+    assert ids_at(source, "script.mps-non-blocking-copy", "info") == [5]
+    cuda = source.replace('torch.device("mps")', 'torch.device("cuda" if ok else "mps")')
+    assert ids_at(cuda, "script.mps-non-blocking-copy") == []
