@@ -490,3 +490,19 @@ def test_non_blocking_copies_on_an_mps_only_script_are_info() -> None:
     assert ids_at(source, "script.mps-non-blocking-copy", "info") == [5]
     cuda = source.replace('torch.device("mps")', 'torch.device("cuda" if ok else "mps")')
     assert ids_at(cuda, "script.mps-non-blocking-copy") == []
+
+
+def test_compile_behind_a_flag_that_defaults_off() -> None:
+    source = """\
+        import mlx.core as mx
+        import mlx.nn as nn
+
+        class Trainer:
+            def __init__(self, model, loss_fn, compile_training=False):
+                self.loss_and_grad = nn.value_and_grad(model, loss_fn)
+                if compile_training:
+                    self.loss_and_grad = mx.compile(self.loss_and_grad)
+    """
+    assert ids_at(source, "script.mlx-not-compiled", "info") == [6]
+    on = source.replace("compile_training=False", "compile_training=True")
+    assert ids_at(on, "script.mlx-not-compiled") == []
