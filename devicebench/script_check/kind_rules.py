@@ -190,3 +190,43 @@ def _compiled_off_by_default(ctx: Context) -> None:
                 f"`{target}` is compiled only under `if {guard.test.id}:` "
                 f"({ctx.line(guard.lineno)}), and `{guard.test.id}` defaults to False",
                 what="unless a caller opts in, it runs uncompiled")
+
+
+def _numpy_state(ctx: Context, node: ast.AST) -> bool:
+    """``node`` (a name or ``self.attr``) is bound only to NumPy data: ``np.asarray(...)``,
+    ``np.array(...)``, or a dict/list comprehension of them (``{k: np.asarray(v) ...}``)."""
+    key = ast.unparse(node)
+    values = [n.value for n in ast.walk(ctx.tree) if isinstance(n, ast.Assign)
+              and any(ast.unparse(t) == key for t in n.targets)]
+
+    def numpy(v: ast.AST) -> bool:
+        if isinstance(v, ast.DictComp):
+            v = v.value
+        elif isinstance(v, ast.ListComp):
+            v = v.elt
+        return isinstance(v, ast.Call) and ctx.resolve(v.func) in (
+            "numpy.asarray", "numpy.array", "numpy.load")
+    return bool(values) and all(numpy(v) for v in values)
+
+
+def jax_host_state_per_call(ctx: Context) -> None:
+    """``script.per-step-copy`` for JAX: host (NumPy) state -- fixed across calls, kept on an
+    object or a module variable -- passed to a jitted function on every call: JAX copies
+    NumPy arguments to the device on each call (markean/aimz#267)."""
+    if not ctx.uses("jax"):
+        return
+    for call in ctx.calls():
+        if not (isinstance(call.func, ast.Name) and ctx.compiled.get(call.func.id) == "jax"):
+            continue
+        site = repeat_site(ctx, call)
+        if site is None:
+            continue
+        for a in call.args:
+            if isinstance(a, ast.Attribute | ast.Name) and _numpy_state(ctx, a):
+                ctx.add("script.per-step-copy", "warning", call, f"`{ast.unparse(a)}` is NumPy "
+                        f"data, and {_where(ctx, site)}", data=ast.unparse(a),
+                        why="a jitted function copies each NumPy argument to the device on "
+                            "every call: the same host data crosses to the device every time",
+                        fix=f"put it on the device once: `{ast.unparse(a)} = "
+                            f"jax.device_put({ast.unparse(a)})` (a pytree of arrays works too)")
+                break

@@ -16,6 +16,7 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.kind_rules import jax_host_state_per_call
 from devicebench.script_check.reach_rules import host_copies
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
@@ -121,6 +122,7 @@ def _whole_data(ctx: Context, name: str) -> bool:
       "{data}.to(device)`) and slice on the device; otherwise use a DataLoader with "
       "`pin_memory=True` and `.to(device, non_blocking=True)`")
 def per_step_copy(ctx: Context) -> None:
+    jax_host_state_per_call(ctx)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS):
             continue

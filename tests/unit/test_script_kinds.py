@@ -506,3 +506,28 @@ def test_compile_behind_a_flag_that_defaults_off() -> None:
     assert ids_at(source, "script.mlx-not-compiled", "info") == [6]
     on = source.replace("compile_training=False", "compile_training=True")
     assert ids_at(on, "script.mlx-not-compiled") == []
+
+
+def test_numpy_state_passed_to_a_jitted_function_on_every_call() -> None:
+    source = """\
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        @jax.jit
+        def _predict(posterior, X):
+            return X @ posterior["beta"]
+
+        class Model:
+            def __init__(self, samples):
+                self.posterior = {k: np.asarray(v) for k, v in samples.items()}
+
+            def predict_on_batch(self, X):
+                return _predict(self.posterior, jnp.asarray(X))
+
+        model = Model(samples)
+        outs = [model.predict_on_batch(X) for X in np.array_split(X_test, 100)]
+    """
+    assert ids_at(source, "script.per-step-copy") == [14]
+    on_device = source.replace("np.asarray(v) for k", "jnp.asarray(v) for k")
+    assert ids_at(on_device, "script.per-step-copy") == []
