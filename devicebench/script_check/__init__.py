@@ -30,6 +30,7 @@ from devicebench.script_check import (
     jax_rules,
     keras_rules,
     keras_usage_rules,
+    kind_rules,
     loop_rules,
     mlx_rules,
     placement_rules,
@@ -51,7 +52,7 @@ __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_sourc
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_rules,
                  jax_rules, torch_rules, shape_rules, placement_rules, data_rules, loop_rules,
                  reach_rules, mlx_rules, api_rules, compile_rules, setup_rules,
-                 vector_rules)
+                 vector_rules, kind_rules)
 
 
 @dataclass(frozen=True)

@@ -236,10 +236,14 @@ def _parts(ctx: Context) -> dict[str, list[ast.ClassDef]]:
             while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and (
                     v.func.attr in ("to", "cuda", "eval", "train", "half", "float")):
                 v = v.func.value
-            if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)) or (
-                    v.func.id in ctx.classes):
+            if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Name | ast.Attribute)) or (
+                    isinstance(v.func, ast.Name) and v.func.id in ctx.classes):
                 continue
             for a in [*v.args, *(k.value for k in v.keywords)]:
+                while isinstance(a, ast.Starred | ast.ListComp | ast.List) and not (
+                        isinstance(a, ast.List) and not a.elts):  # Sequential(*[Block() ...])
+                    a = a.value if isinstance(a, ast.Starred) else (
+                        a.elt if isinstance(a, ast.ListComp) else a.elts[0])
                 if isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and any(
                         last_name(b) in ("Module", "Layer") for b in getattr(
                             ctx.classes.get(a.func.id), "bases", [])):

@@ -54,8 +54,13 @@ def host_made(ctx: Context, node: ast.AST, fn: FuncDef | None = None, depth: int
             if name in FACTORIES or name in LEGACY:
                 return True
             elts = _elements(list(node.args))
-            return name in _COMBINE and bool(elts) and all(
-                host_made(ctx, e, fn, depth, seen) for e in elts)
+            if name in _COMBINE:
+                return bool(elts) and all(host_made(ctx, e, fn, depth, seen) for e in elts)
+            # any other torch op of host tensors (`torch.tril(torch.ones(n, n))`) computes
+            # on the host and leaves its result there (awslabs/slapo#50)
+            tensors = [e for e in elts if not isinstance(e, ast.Constant)]
+            return bool(tensors) and name not in ("to", "as_tensor", "from_numpy") and all(
+                host_made(ctx, e, fn, depth, seen) for e in tensors)
         callee = ctx.funcs.get(node.func.id) if isinstance(node.func, ast.Name) else None
         if callee is not None and depth:
             rets = [r.value for r in walk(callee.body)

@@ -19,6 +19,7 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.keras_rules import RNN_LAYERS
+from devicebench.script_check.kinds import repeat_site
 
 
 def _model_or_metric(ctx: Context, recv: ast.AST) -> bool:
@@ -228,8 +229,8 @@ def keras_call_per_sample(ctx: Context) -> None:
         loop = ctx.enclosing(call, LOOPS)
         fn = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
         in_loop = loop is not None or fn is not None and fn.name in called_in_loops and (
-            fn.name in methods or fn.name in ctx.funcs)
-        if not in_loop:
+            fn.name in methods or fn.name in ctx.funcs) or repeat_site(ctx, call) is not None
+        if not in_loop:  # (repeat_site: a function a loop reaches a few calls deep)
             continue
         one = _one_sample(ctx, call.args[0], loop)
         if not one and not (method == "predict" and _per_iteration(ctx, call.args[0], loop, fn)):

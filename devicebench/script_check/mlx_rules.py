@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import LOOPS, blocks, target_names, walk
+from devicebench.script_check.ast_tools import LOOPS, blocks, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.dataflow import callees
+from devicebench.script_check.kinds import loop_carried
 from devicebench.script_check.timing_rules import _clock_pairs
 
 _FORCE = {"item", "tolist", "eval"}  # x.item(), x.tolist(), mx.eval(x) evaluate x
@@ -89,8 +91,85 @@ def unevaluated_loops(ctx: Context) -> list[tuple[ast.AST, ast.Call]]:
 def mlx_no_eval(ctx: Context) -> None:
     if not ctx.uses("mlx"):
         return
-    for loop, call in unevaluated_loops(ctx):
+    never = unevaluated_loops(ctx)
+    _partly_evaluated(ctx, {id(loop) for loop, _ in never})
+    for loop, call in never:
         stmt = ctx.enclosing(call, (ast.stmt,)) if not isinstance(call, ast.stmt) else call
         ctx.add("script.mlx-no-eval", "warning", stmt or call,
                 f"the loop at {ctx.line(loop.lineno)} takes a gradient here on every iteration "
                 "and nothing in it calls `mx.eval`")
+
+
+def _eval_names(ctx: Context, stmts: list[ast.AST]) -> tuple[list[ast.Call], set[str]]:
+    """The ``mx.eval`` calls under ``stmts`` and what they evaluate: the names (and
+    ``a.b`` paths) in their arguments, a list named ``state`` counting as its elements."""
+    evals = [n for n in walk(stmts) if isinstance(n, ast.Call)
+             and ctx.resolve(n.func) in ("mlx.core.eval", "mlx.core.async_eval")]
+    names: set[str] = set()
+    for e in evals:
+        for a in e.args:
+            for n in ast.walk(a):
+                if isinstance(n, ast.Name):
+                    names.add(n.id)
+                    for v in ctx.assigns.get(n.id, []):  # state = [model.state, opt.state]
+                        if isinstance(v, ast.List | ast.Tuple):
+                            names |= {m.id for m in ast.walk(v) if isinstance(m, ast.Name)}
+    for n in walk(stmts):  # x.item() / x.tolist() evaluate x too
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+                "item", "tolist") and isinstance(n.func.value, ast.Name):
+            names.add(n.func.value.id)
+    return evals, names
+
+
+def _model_like(ctx: Context, loop: ast.AST) -> bool:
+    """The loop runs a model, a loss or a step each iteration (not ``for layer in layers``)."""
+    return any(isinstance(c, ast.Call) and (ctx.is_step(c) or any(
+        w in ast.unparse(c.func).lower() for w in ("loss", "step", "model")))
+        for c in walk(getattr(loop, "body", [])))
+
+
+def _partly_evaluated(ctx: Context, skip: set[int]) -> None:
+    """Loops that evaluate some of what they change but not all of it (issue 24, round 7):
+    ``mx.eval(loss)`` after ``optimizer.update(model, grads)`` leaves the model and the
+    optimizer state as graphs (ml-explore/mlx#999); ``total += loss`` with the evaluation
+    only after the loop keeps one graph over every iteration
+    (Goekdeniz-Guelmez/mlx-lm-lora#47, #81)."""
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS) or id(loop) in skip or not _model_like(ctx, loop):
+            continue
+        body = list(getattr(loop, "body", []))
+        evals, covered = _eval_names(ctx, body)
+        updates = [c for c in walk(body) if isinstance(c, ast.Call) and ctx.is_step(c)
+                   and last_name(c) == "update" and c.args]
+        updates += [c for call, fn in callees(ctx, body) for c in walk(fn.body)
+                    if isinstance(c, ast.Call) and ctx.is_step(c) and last_name(c) == "update"
+                    and c.args and call is not None]
+        missing = []
+        for u in updates:  # optimizer.update(model, grads) changes model and optimizer
+            model, opt = ast.unparse(u.args[0]), ast.unparse(u.func.value)  # type: ignore[attr-defined]
+            if root(model) not in covered and root(opt) not in covered and not any(
+                    "state" in c or "parameters" in c for c in covered):
+                missing.append(f"`{model}` and `{opt}` (changed by `{ast.unparse(u)[:40]}`)")
+        assigned = {t for s in walk(body) if isinstance(s, ast.Assign) and isinstance(
+            s.value, ast.Call) for tg in s.targets for t in target_names(tg)}
+        grown = {name: stmts for name, stmts in loop_carried(ctx, loop).items()
+                 if name not in covered and any(isinstance(n, ast.Name) and n.id in assigned
+                                               for st in stmts for n in ast.walk(st.value))}
+        if evals and (missing or grown):
+            what = missing + [f"`{n}`" for n in sorted(grown)]
+            ctx.add("script.mlx-no-eval", "warning", ctx.enclosing(evals[0], (ast.stmt,))
+                    or evals[0], f"the loop at {ctx.line(loop.lineno)} evaluates only part of "
+                    "what it changes: " + ", ".join(what) + " stay unevaluated graphs that "
+                    "grow with every iteration")
+        elif not evals:
+            for name, stmts in grown.items():
+                for st in stmts:
+                    ctx.add("script.mlx-no-eval", "warning", st,
+                            f"`{name}` accumulates over the loop at {ctx.line(loop.lineno)} "
+                            "and nothing in the loop evaluates it: one graph over every "
+                            "iteration, evaluated (and held in memory) only at the end")
+
+
+def root(path: str) -> str:
+    """``model`` of ``model.parameters()``."""
+    return path.split(".")[0].split("(")[0]

@@ -15,6 +15,7 @@ from devicebench.script_check.ast_tools import (
     walk,
 )
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.kinds import repeat_site
 from devicebench.script_check.reach_rules import cuda_amp_without_cuda, fsdp2_accumulation
 
 _AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
@@ -212,6 +213,15 @@ def ddp_no_sync(ctx: Context) -> None:
             outer is not None and not any(isinstance(c, ast.Call) and last_name(c) == "step"
                                           for c in walk(loop.body)) and any(
                 isinstance(c, ast.Call) and last_name(c) == "step" for c in walk(outer.body)))
+        if not accumulates and not any(isinstance(c, ast.Call) and last_name(c) == "step"
+                                       for c in walk(loop.body)):
+            # the loop sits in a function (or loop) that a stepping loop runs once per
+            # optimizer step (UKPLab/sentence-transformers#4039: a replay of mini-batches)
+            site = repeat_site(ctx, loop)
+            while site is not None and not accumulates:
+                accumulates = any(isinstance(c, ast.Call) and last_name(c) == "step"
+                                  for c in walk(getattr(site[0], "body", [])))
+                site = repeat_site(ctx, site[0]) if not accumulates else None
         if accumulates:
             ctx.add("script.ddp-no-sync", "warning", backward,
                     f"`{sorted(ddp)[0]}` is DistributedDataParallel and the optimizer steps once "

@@ -91,7 +91,10 @@ def host_copies(ctx: Context) -> None:
         roots = loop_body(loop)
         # (host-made tensors in the loop's own body are usually its input data: only those
         # made inside the functions it runs -- model and helper code -- are flagged)
-        bodies = [(call, fn, list(walk(fn.body, skip_in_step))) for call, fn in callees(ctx, roots)]
+        # (a loop inside such a function -- an optimizer's loop over its parameters -- runs
+        # on every step too; only its periodic branches are skipped)
+        bodies = [(call, fn, list(walk(fn.body, lambda x: isinstance(x, ast.If) and skip_in_step(
+            x)))) for call, fn in callees(ctx, roots)]
         for via, fn, nodes in bodies:
             state_seen = False  # an offloaded module's state: one finding per function
             for n in nodes:

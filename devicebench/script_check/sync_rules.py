@@ -13,10 +13,19 @@ from devicebench.script_check.ast_tools import (
     last_name,
     root_name,
     skip_in_step,
+    target_names,
     walk,
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.kinds import hook_functions
+from devicebench.script_check.sync_flow import (
+    _SINK_METHODS,
+    _SINKS,
+    device_get,
+    device_params,
+    host_use,
+)
 
 _HOST = {"item", "numpy", "tolist", "float", "int", "len", "str", "cpu", "time",
          "perf_counter", "append", "format", "round", "range", "enumerate", "zip", "next"}
@@ -34,8 +43,12 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
         if last_name(call) in _HOST or ctx.resolve(call.func).startswith(("numpy.", "math.")):
             continue
         callee = call.func.id if isinstance(call.func, ast.Name) else ""
+        if callee in ctx.funcs and _returns_device(ctx, ctx.funcs[callee]):
+            names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            continue
         if last_name(call) in ("to", "cuda") and isinstance(call.func, ast.Attribute) or (
-                callee in ctx.models or ctx.is_tensor_op(call) or root_name(call) in names
+                callee in ctx.models or callee in ctx.compiled or ctx.is_tensor_op(call)
+                or root_name(call) in names
                 or any(k in last_name(call).lower() for k in ("loss", "criterion", "model"))
                 or last_name(call).lower() in ("net", "network", "encoder", "decoder")):
             names |= {n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
@@ -49,6 +62,26 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
     return names
 
 
+def _returns_device(ctx: Context, fn: ast.AST) -> bool:
+    """A function of this file whose return values are computed on the device: tensor ops, a
+    model call, a copy to the device, or names it binds from those (one level of locals)."""
+    local: set[str] = set()
+
+    def on_device(c: ast.AST) -> bool:  # a tensor op, a copy, a call given device inputs
+        return isinstance(c, ast.Call) and last_name(c) not in _HOST and (
+            ctx.is_tensor_op(c) or last_name(c) in ("cuda", "to") or any(
+                on_device(a) or isinstance(a, ast.Name) and a.id in local for a in c.args))
+    for st in walk(getattr(fn, "body", [])):
+        if isinstance(st, ast.Assign) and on_device(st.value):
+            local |= {t for tg in st.targets for t in target_names(tg)}
+    rets = [r.value for r in walk(getattr(fn, "body", [])) if isinstance(r, ast.Return)
+            and r.value is not None]
+    return bool(rets) and all(
+        any(isinstance(n, ast.Name) and n.id in local for n in ast.walk(r))
+        and not (isinstance(r, ast.Call) and last_name(r) in _HOST) or on_device(r)
+        for r in rets)
+
+
 @rule("script.sync-in-step-loop",
       "host sync on every training step",
       "`.numpy()`/`.item()`/`.cpu()`/`float()`, printing a device value or branching on it "
@@ -57,6 +90,7 @@ def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
       "{fixtext}")
 def sync_in_step_loop(ctx: Context) -> None:
     _sync_in_step_loop(ctx, _SYNC_FIX[_framework(ctx)])
+    _syncs_in_hooks(ctx, _SYNC_FIX[_framework(ctx)])
     if ctx.uses("torch"):
         _host_round_trips(ctx, _SYNC_FIX["torch"])
 
@@ -93,9 +127,15 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
     a few calls deep."""
     buffers = {c.args[0].value for c in ctx.calls() if last_name(c) == "register_buffer"
                and c.args and isinstance(c.args[0], ast.Constant)}
+    device = _device_names(ctx, direct)
     for call, fn in callees(ctx, [n for n in direct if isinstance(n, ast.Call)]):
+        # a step function converting its results as it returns them syncs on every step;
+        # a helper that only converts (``def to_float(x): return x.item()``) is its
+        # caller's business
+        steps = ctx.search(fn.body, ctx.is_step) is not None
         returned = {id(x) for r in walk(fn.body) if isinstance(r, ast.Return)
                     for x in ast.walk(r)}
+        held = device_params(ctx, call, fn, device)
         for m in walk(fn.body, lambda x: isinstance(x, ast.FunctionDef | ast.AsyncFunctionDef)
                       or skip_in_step(x) and not isinstance(x, LOOPS)):
             implicit = _scalar_from_tensor(ctx, fn, m)
@@ -106,7 +146,16 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                     for a in ast.walk(m.test)):
                 implicit = ("; the test reads a registered buffer, which lives on the module's "
                             "device: Python control flow on it copies it to the host and waits")
-            if _is_sync_call(m) and id(m) not in returned or implicit:
+            if not implicit and held:
+                implicit = host_use(ctx, m, held)
+            if steps and _is_sync_call(m) and id(m) in returned and not implicit:
+                # `return loss.item()` from the step: one sync per step, the common idiom --
+                # worth knowing (facebookresearch/fairchem#2112 removed it), not an error
+                ctx.add("script.sync-in-step-loop", "info", m,
+                        f"`{fn.name}` takes an optimisation step and converts this result as it "
+                        f"returns it; the loop at {ctx.line(loop.lineno)} calls it on every step",
+                        fixtext=fixtext)
+            elif (_is_sync_call(m) or device_get(ctx, m)) and id(m) not in returned or implicit:
                 ctx.add("script.sync-in-step-loop", "warning", m,
                         f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
                         f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
@@ -252,6 +301,8 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                             "and format the Python numbers"))
         for n in direct:
             f = n.func if isinstance(n, ast.Call) else None
+            if not trains and _collected(ctx, n):
+                continue  # an evaluation pass gathering its outputs: the copy is the result
             if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args
                     or isinstance(f, ast.Name) and f.id == "float" and len(n.args) == 1
                     and dotted(n.args[0]).split(".")[0] in assigned
@@ -264,6 +315,10 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                 ctx.add("script.sync-in-step-loop", "warning", n,
                         seen + f"; `{f.id}` of a device value waits for the device",
                         fixtext=fixtext)
+            elif isinstance(n, ast.Call) and (ctx.resolve(n.func) in _SINKS or last_name(
+                    n) in _SINK_METHODS) and host_use(ctx, n, device):
+                ctx.add("script.sync-in-step-loop", "warning", n,
+                        seen + host_use(ctx, n, device), fixtext=fixtext)
             elif isinstance(n, ast.If | ast.While) and any(
                     isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
                     for a in ast.walk(n.test)):
@@ -271,6 +326,41 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                         seen + "; Python control flow on a device value waits for the device",
                         fixtext=fixtext)
         _syncs_in_callees(ctx, node, direct, seen, fixtext)
+
+
+def _syncs_in_hooks(ctx: Context, fixtext: str) -> None:
+    """Syncs in the hooks a training loop's ``backward()``/forward runs (issue 24, round 7:
+    NVIDIA/Megatron-LM#7076, ``.item()`` in a gradient-ready hook: one host sync per bucket
+    per iteration) -- the hook, and the functions of this file it calls."""
+    loop = next((n for n in ast.walk(ctx.tree) if isinstance(n, LOOPS) and ctx.search(
+        n.body, lambda c: last_name(c) == "backward" if isinstance(c, ast.Call) else False,
+        skip_in_step) is not None), None)
+    if loop is None:
+        return
+    for reg, hook in hook_functions(ctx):
+        fns = [(reg, hook)] + [(c, f) for c, f in callees(ctx, list(hook.body))]
+        for _via, fn in fns:
+            returned = {id(x) for r in walk(fn.body) if isinstance(r, ast.Return)
+                        for x in ast.walk(r)}
+            for m in walk(fn.body):
+                if _is_sync_call(m) and id(m) not in returned:
+                    ctx.add("script.sync-in-step-loop", "warning", m,
+                            f"`{fn.name}` runs inside the hook registered at "
+                            f"{ctx.line(reg.lineno)}, which every `backward()` of the loop at "
+                            f"{ctx.line(loop.lineno)} calls", fixtext=fixtext)
+
+
+def _collected(ctx: Context, n: ast.AST) -> bool:
+    """``n`` is (part of) a value appended to a list (``preds.extend(out.cpu().numpy())``,
+    ``ys.append(y.tolist())``): an evaluation loop collecting what it computed, for use
+    after the loop -- the copy to the host is what the loop is for."""
+    cur, child = ctx.parents.get(n), n
+    while cur is not None and not isinstance(cur, ast.stmt):
+        if isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute) and (
+                cur.func.attr in ("append", "extend", "insert")) and child in cur.args:
+            return True
+        child, cur = cur, ctx.parents.get(cur)
+    return False
 
 
 def _plain_use(ctx: Context, name: ast.Name) -> bool:
@@ -322,6 +412,18 @@ def empty_cache_in_loop(ctx: Context) -> None:
         sites = [(n, "") for n in walk(loop.body, lambda x: isinstance(x, LOOPS))] + [
             (n, fn.name) for call, fn in callees(ctx, list(loop.body)) for n in walk(fn.body)]
         for n, fn_name in sites:
+            if isinstance(n, ast.Call) and ctx.resolve(n.func) == "gc.collect" and not any(
+                    skip_in_step(a) and not isinstance(a, LOOPS) for a in _ancestors(ctx, n, loop)):
+                ctx.add("script.empty-cache-in-loop", "warning", n,
+                        ("in `" + fn_name + "`, which " if fn_name else "") + "the loop at "
+                        f"{ctx.line(loop.lineno)} runs on every step; `gc.collect()` is "
+                        "the same kind of housekeeping as emptying the cache",
+                        why="a full garbage collection walks every Python object on every step "
+                            "and frees nothing PyTorch's allocator would not reuse "
+                            "(huggingface/peft#2894: removing it took 250 steps from 108 s to "
+                            "65 s with the same peak memory)",
+                        fix="remove it from the loop (call it once after the loop, or every few "
+                            "hundred steps if host memory really grows)")
             if isinstance(n, ast.Call) and ctx.resolve(n.func) in (
                     "torch.cuda.empty_cache", "torch.mps.empty_cache"):
                 periodic = any(skip_in_step(a) and not isinstance(a, LOOPS)

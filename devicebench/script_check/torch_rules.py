@@ -16,6 +16,7 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.kind_rules import jax_host_state_per_call
 from devicebench.script_check.reach_rules import host_copies
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
@@ -121,6 +122,7 @@ def _whole_data(ctx: Context, name: str) -> bool:
       "{data}.to(device)`) and slice on the device; otherwise use a DataLoader with "
       "`pin_memory=True` and `.to(device, non_blocking=True)`")
 def per_step_copy(ctx: Context) -> None:
+    jax_host_state_per_call(ctx)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS):
             continue
@@ -263,10 +265,10 @@ def _blocking_copies(ctx: Context, pinned_too: bool = False) -> list[tuple[ast.A
     do: a pinned batch copied without ``non_blocking=True`` still blocks the host)."""
     if not ctx.uses("torch") or _accelerator(ctx) != "cuda":
         return []
-    loaders = [c for c in ctx.calls() if last_name(c) == "DataLoader"]
+    loaders = _loader_calls(ctx)
     if not loaders or any(_pinned(ctx, c) for c in loaders) and not pinned_too:
         return []
-    out = []
+    out = _iterator_copies(ctx) if pinned_too else []
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.search(loop.body, ctx.is_step, skip_in_step) is None:
             continue
@@ -286,6 +288,42 @@ def _blocking_copies(ctx: Context, pinned_too: bool = False) -> list[tuple[ast.A
     return out
 
 
+def _loader_classes(ctx: Context) -> list[ast.ClassDef]:
+    """Classes of this file deriving from ``DataLoader`` (a loader that moves its batches)."""
+    return [c for c in ctx.classes.values() if any(last_name(b) == "DataLoader" for b in c.bases)]
+
+
+def _loader_calls(ctx: Context) -> list[ast.Call]:
+    """``DataLoader(...)`` calls, and a DataLoader subclass's ``super().__init__(...)``."""
+    subs = _loader_classes(ctx)
+    return [c for c in ctx.calls() if last_name(c) == "DataLoader" or last_name(c) == "__init__"
+            and "super" in ast.unparse(c.func) and any(
+                ctx.enclosing(c, (ast.ClassDef,)) is k for k in subs)]
+
+
+def _iterator_copies(ctx: Context) -> list[tuple[ast.AST, ast.Call]]:
+    """(loop, copy) for a DataLoader subclass whose ``__iter__`` moves each batch to the
+    device -- in its loop or a function that loop gives the batch to -- without
+    ``non_blocking``: the training loop waits for that copy on every batch
+    (huggingface/accelerate#2685)."""
+    out = []
+    for cls in _loader_classes(ctx):
+        it = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__iter__"),
+                  None)
+        for loop in [n for n in walk(it.body if it else []) if isinstance(n, ast.For)]:
+            batch = set(target_names(loop.target))
+            for call, fn in callees(ctx, list(loop.body), depth=1):
+                given = {a.arg for a, v in zip(fn.args.args, getattr(call, "args", []),
+                                               strict=False) if _part_of(v, batch)}
+                names = given | {t for g in walk(fn.body) if isinstance(g, ast.comprehension)
+                                 and _part_of(getattr(g.iter, "func", g.iter), given)
+                                 for t in target_names(g.target)}
+                out += [(loop, n) for n in walk(fn.body) if isinstance(n, ast.Call) and isinstance(
+                    n.func, ast.Attribute) and n.func.attr in ("to", "cuda") and _part_of(
+                    n.func.value, names) and keyword(n, "non_blocking") is None]
+    return out
+
+
 def _part_of(node: ast.AST, names: set[str]) -> bool:
     while isinstance(node, ast.Subscript | ast.Attribute):
         node = node.value
@@ -302,7 +340,7 @@ def _part_of(node: ast.AST, names: set[str]) -> bool:
       "(https://pytorch.org/docs/stable/notes/cuda.html#cuda-memory-pinning)")
 def blocking_h2d_copy(ctx: Context) -> None:
     copies = _blocking_copies(ctx, pinned_too=True)
-    loaders = [c for c in ctx.calls() if last_name(c) == "DataLoader"]
+    loaders = _loader_calls(ctx)
     pinned = any(_pinned(ctx, c) for c in loaders)
     for loop, copy in copies:
         ctx.add("script.blocking-h2d-copy", "info", copy,

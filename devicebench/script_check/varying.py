@@ -69,6 +69,7 @@ class Varying:
         self.why: dict[str, str] = {}
         self.per_item = False  # a loop over files/videos/images: each has its own size
         self.guess: set[str] = set()  # shaped by a guess (the data's sizes are not in the file)
+        self.maybe: set[str] = set()  # items of an iterable of unknown kind: numbers, perhaps
         if isinstance(loop, ast.For | ast.AsyncFor):
             if isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "range":
                 self.sizes |= set(target_names(loop.target))
@@ -97,6 +98,8 @@ class Varying:
             self._enumerated(loop)
             if isinstance(loader, ast.Name):
                 self._collated(loader.id, loop.target)
+        self.targets = set(target_names(loop.target)) if isinstance(
+            loop, ast.For | ast.AsyncFor) else set()
         self.items = isinstance(loop, ast.For | ast.AsyncFor) and not (
             isinstance(loop.iter, ast.Call) and last_name(loop.iter) == "range")
         for n in walk(loop.body, lambda x: isinstance(x, LOOPS)):
@@ -124,6 +127,10 @@ class Varying:
             if isinstance(idx, ast.Name):
                 self.sizes.add(idx.id)
                 self.why[idx.id] = f"`{idx.id}` counts the iterations (`enumerate`)"
+        if isinstance(target, ast.Name) and isinstance(it, ast.Name) and not any(
+                isinstance(v, ast.Call) and self.ctx.is_tensor_op(v)
+                for v in self.ctx.assigns.get(it.id, [])):
+            self.maybe.add(target.id)  # `for i, sigma in enumerate(sigmas)`: sigmas unknown
         if isinstance(target, ast.Name) and isinstance(it, ast.Name) and any(
                 isinstance(v, ast.Call) and self.ctx.resolve(v.func).startswith("numpy.")
                 or isinstance(v, ast.List | ast.Tuple) and v.elts and all(
@@ -180,6 +187,14 @@ class Varying:
             self.sizes.add(name)
             self.why[name] = (f"`{name}` is a Python number computed from `{v}`, which changes "
                               "every iteration")
+            if v in self.maybe or v in self.guess:
+                self.guess.add(name)
+                self.why[name] = (f"`{name}` is computed with Python arithmetic from `{v}`, "
+                                  "which changes every iteration (a Python number if the "
+                                  "iterable holds numbers, as the file does not show)")
+        elif isinstance(value, ast.Call) and self._comprehended(value):
+            self.shaped.add(name)
+            self.why[name] = self._comprehended(value)
         elif self.shape_of(value):
             self.shaped.add(name)
             self.why.setdefault(name, self.shape_of(value))
@@ -211,10 +226,28 @@ class Varying:
                 isinstance(value.func, ast.Name) and value.func.id in self.ctx.funcs):
             return ""
         return next((n.id for n in ast.walk(value) if isinstance(n, ast.Name)
-                     and n.id in self.sizes), "")
+                     and (n.id in self.sizes or n.id in self.maybe and isinstance(
+                         value, ast.BinOp))), "")
+
+    def _comprehended(self, call: ast.Call) -> str:
+        """``np.array([f(o) for o, _ in games])`` with ``games`` an item of this loop: the
+        array has one element per entry of the item, a length that changes per iteration."""
+        if not self.items or not self.ctx.resolve(call.func).startswith((
+                "numpy.", "jax.numpy.", "torch.", "tensorflow.")):
+            return ""
+        for a in call.args[:1]:
+            if isinstance(a, ast.ListComp | ast.GeneratorExp):
+                src = ast.unparse(a.generators[0].iter)
+                if any(isinstance(n, ast.Name) and n.id in self.targets for n in ast.walk(
+                        a.generators[0].iter)):
+                    return (f"`{ast.unparse(call)[:50]}` has one element per entry of "
+                            f"`{src}`, which is a different item (of its own length) every "
+                            "iteration")
+        return ""
 
     def inherit(self, outer: Varying) -> None:
         """Numbers that change per iteration of an enclosing loop change between calls too."""
+        self.guess |= outer.guess - self.sizes - self.shaped
         for name in outer.sizes - self.sizes:
             self.sizes.add(name)
             self.why.setdefault(name, outer.why.get(name, f"`{name}` changes every iteration "
