@@ -15,7 +15,7 @@ _HOST = {"item", "numpy", "tolist", "float", "int", "len", "str", "cpu", "time",
          "perf_counter", "append", "format", "round", "range", "enumerate", "zip", "next"}
 
 
-def _plain_use(ctx: Context, name: ast.Name) -> bool:
+def plain_use(ctx: Context, name: ast.Name) -> bool:
     """``name`` used as a value (not ``name.shape``, ``name is None``, ``len(name)``)."""
     parent = ctx.parents.get(name)
     if isinstance(parent, ast.Attribute):
@@ -102,7 +102,7 @@ def host_use(ctx: Context, m: ast.AST, held: set[str]) -> str:
                  and root_name(g.iter.func.value if isinstance(g.iter, ast.Call) and isinstance(
                      g.iter.func, ast.Attribute) else g.iter) not in held
                  for t in target_names(g.target)}
-        return any(isinstance(a, ast.Name) and a.id in held - local and _plain_use(ctx, a)
+        return any(isinstance(a, ast.Name) and a.id in held - local and plain_use(ctx, a)
                    for a in ast.walk(expr))
     if isinstance(m, ast.Call):
         q = ctx.resolve(m.func)

@@ -20,15 +20,14 @@ from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.kinds import hook_functions
 from devicebench.script_check.sync_flow import (
+    _HOST,
     _SINK_METHODS,
     _SINKS,
     device_get,
     device_params,
     host_use,
+    plain_use,
 )
-
-_HOST = {"item", "numpy", "tolist", "float", "int", "len", "str", "cpu", "time",
-         "perf_counter", "append", "format", "round", "range", "enumerate", "zip", "next"}
 
 
 def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
@@ -142,7 +141,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
             # (a value converted as it is returned is the caller's call)
             if not implicit and isinstance(m, ast.If | ast.While) and any(
                     isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
-                    and a.value.id == "self" and a.attr in buffers and _plain_use(ctx, a)
+                    and a.value.id == "self" and a.attr in buffers and plain_use(ctx, a)
                     for a in ast.walk(m.test)):
                 implicit = ("; the test reads a registered buffer, which lives on the module's "
                             "device: Python control flow on it copies it to the host and waits")
@@ -310,7 +309,7 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                     and not n.args and root_name(f.value) in device):
                 ctx.add("script.sync-in-step-loop", "warning", n, seen, fixtext=fixtext)
             elif isinstance(f, ast.Name) and f.id in ("print", "int", "bool") and any(
-                    isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
+                    isinstance(a, ast.Name) and a.id in device and plain_use(ctx, a)
                     for arg in n.args for a in ast.walk(arg)):
                 ctx.add("script.sync-in-step-loop", "warning", n,
                         seen + f"; `{f.id}` of a device value waits for the device",
@@ -320,7 +319,7 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
                 ctx.add("script.sync-in-step-loop", "warning", n,
                         seen + host_use(ctx, n, device), fixtext=fixtext)
             elif isinstance(n, ast.If | ast.While) and any(
-                    isinstance(a, ast.Name) and a.id in device and _plain_use(ctx, a)
+                    isinstance(a, ast.Name) and a.id in device and plain_use(ctx, a)
                     for a in ast.walk(n.test)):
                 ctx.add("script.sync-in-step-loop", "warning", n,
                         seen + "; Python control flow on a device value waits for the device",
@@ -361,18 +360,6 @@ def _collected(ctx: Context, n: ast.AST) -> bool:
             return True
         child, cur = cur, ctx.parents.get(cur)
     return False
-
-
-def _plain_use(ctx: Context, name: ast.Name) -> bool:
-    """``name`` used as a value (not ``name.shape``, ``name is None``, ``len(name)``)."""
-    parent = ctx.parents.get(name)
-    if isinstance(parent, ast.Attribute):
-        return False
-    if isinstance(parent, ast.Compare) and any(isinstance(o, ast.Is | ast.IsNot)
-                                               for o in parent.ops):
-        return False
-    return not (isinstance(parent, ast.Call) and last_name(parent) in ("len", "type",
-                                                                       "isinstance"))
 
 
 def _host_round_trips(ctx: Context, fixtext: str) -> None:
