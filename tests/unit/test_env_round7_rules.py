@@ -75,3 +75,30 @@ def test_a_jax_backend_whose_plugin_library_is_missing() -> None:
     raw["frameworks"]["jax"]["result"]["physical_devices"].append(
         {"name": "tpu:0", "kind": "TPU", "description": "TPU v5 lite"})
     assert "jax.backend-library-missing" not in _ids(raw)
+
+
+def test_a_rocm_build_that_finds_no_hip_gpu_on_an_unlisted_target() -> None:
+    raw = _case("round6_cases", "Fooocus/issues/1079")  # rocminfo gfx1032, 'No HIP GPUs'
+    f = _ids(raw)["rocm.gfx-not-in-build"]
+    assert "gfx1032" in f.title and f.fix.startswith("export HSA_OVERRIDE_GFX_VERSION=10.3.0")
+    # silent: the same words on a GPU whose target the wheels carry (another cause: /dev/kfd)
+    raw["rocminfo"] = raw["rocminfo"].replace("gfx1032", "gfx1030")
+    assert "rocm.gfx-not-in-build" not in _ids(raw)
+
+
+def test_a_keras2_addon_beside_keras3_under_tensorflow_2_15_is_named() -> None:
+    raw = _case("round6_cases", "keras-hub/issues/1417")  # TF 2.15, keras 3.0.4, tf-hub 0.16
+    f = _ids(raw)["keras.keras2-addon-on-keras3"]
+    assert f.title.startswith("tensorflow-hub") and "keras 3.0.4" in f.observed
+    assert "tf-keras==2.15.*" in f.fix
+    raw["distributions"]["keras"] = "2.15.0"  # silent: TF 2.15 with its own Keras 2
+    assert "keras.keras2-addon-on-keras3" not in _ids(raw)
+
+
+def test_a_placeholder_release_names_the_python_it_has_no_wheels_for() -> None:
+    raw = _case("round6_cases", "keras-hub/issues/1649")  # keras-nlp 0.0.0 on Python 3.12
+    f = _ids(raw)["install.placeholder-release"]
+    assert "keras-nlp 0.0.0" in f.title and "3.12" in f.why and "Python 3.11" in f.fix
+    raw["distributions"]["keras-nlp"] = "0.12.1"  # silent: a real release
+    raw["distributions"]["mytool"] = "0.0.0"  # silent: not a deep-learning package
+    assert "install.placeholder-release" not in _ids(raw)

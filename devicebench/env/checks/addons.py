@@ -6,6 +6,9 @@ does not load (issue 24, round 7).
   native extension does not load ("xFormers can't load C++/CUDA extensions", "No module named
   'torch_directml_native'"); the probe never imports the add-on, so its version pair is read
   from the installed distributions.
+* A deep-learning distribution at version 0.0.0: the empty placeholder pip settles on when no
+  real release of it (or of a dependency it requires) installs on this Python (keras-nlp 0.0.0
+  on Python 3.12, where tensorflow-text had no wheels: keras-hub#1649).
 * JAX's "Unable to initialize backend '<name>': ... Failed to open <library>: ... cannot open
   shared object file": the plugin package is installed but its library is missing or cannot be
   loaded (a broken pinned libtpu-nightly, an interrupted install), whatever the backend.
@@ -83,3 +86,34 @@ def check_backend_library_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         fix=fix,
         source="https://github.com/jax-ml/jax/issues/24987 ; jax/_src/xla_bridge.py "
                "(Unable to initialize backend)")]
+
+
+_ML_PREFIXES = ("keras", "tensorflow", "tf-", "tf_", "torch", "jax", "flax", "nvidia-")
+
+
+def check_placeholder_release(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A deep-learning package installed at 0.0.0, the placeholder of a failed resolution."""
+    out = []
+    py = snap.host.python_version
+    mm = ".".join(py.split(".")[:2])
+    older = ""
+    if mm.count(".") == 1 and mm.split(".")[1].isdigit() and int(mm.split(".")[1]) > 9:
+        older = f"{mm.split('.')[0]}.{int(mm.split('.')[1]) - 1}"
+    for dist, version in sorted(snap.distributions.items()):
+        if version != "0.0.0" or not dist.lower().startswith(_ML_PREFIXES):
+            continue
+        fix = (f"recreate the environment with Python {older} (or older), whose wheels exist "
+               f"for {dist} and its dependencies, then pip install {dist}" if older else
+               f"pip install '{dist}>0.0.0'  # pip then says which requirement has no wheel")
+        out.append(Finding(
+            "install.placeholder-release", "warning",
+            f"{dist} 0.0.0 is installed: an empty placeholder, not a release",
+            observed=f"{dist} 0.0.0 on Python {py}",
+            why=f"pip falls back to a package's 0.0.0 placeholder when none of its real "
+                f"releases can be installed here, most often because it or a dependency it "
+                f"requires has no wheel for Python {mm}; importing it then fails or finds "
+                "nothing.",
+            fix=fix,
+            source="https://github.com/keras-team/keras-hub/issues/1649 (keras-nlp 0.0.0: "
+                   "tensorflow-text had no Python 3.12 wheels)"))
+    return out
