@@ -101,7 +101,7 @@ ROUND6_DEV_DIAGNOSED_AT_LEAST = 11  # of 12 (before its rules: 6/12)
 ROUND6_HELDOUT_DIAGNOSED_AT_LEAST = 12  # of 13 after round 7's rules (seen)
 # round7_cases.json (30), split by round7_split.json before any check ran on it:
 ROUND7_DEV_DIAGNOSED_AT_LEAST = 14  # of 15 (before its rules: 10/15)
-ROUND7_HELDOUT_DIAGNOSED_AT_LEAST = 0  # set to the figure measured once, after the rules
+ROUND7_HELDOUT_DIAGNOSED_AT_LEAST = 8  # of 15 (53%), measured once 2026-12-01, after the rules
 
 
 def half_of(url: str) -> str:
