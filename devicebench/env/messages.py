@@ -89,6 +89,10 @@ _PJRT_SIZE = re.compile(r"Unexpected (PJRT_\w+) size: expected \d+, got \d+\. Th
                         r"plugin is built with PJRT API version ([\d.]*\d)")
 # jax/_src/xla_bridge.py: "Unable to initialize backend '%s': %s"
 _BACKEND = re.compile(r"Unable to initialize backend '(\w+)'")
+# ... whose cause is the plugin's library: "Unable to initialize backend 'tpu': INTERNAL: Failed
+# to open /.../libtpu/libtpu.so: /.../libtpu.so: cannot open shared object file" (round 7).
+_BACKEND_LIB = re.compile(r"Unable to initialize backend '(\w+)': [^\n]*?Failed to open "
+                          r"(\S+?\.(?:so|dylib|dll))\b")
 # torch/cuda/__init__.py _check_capability: "%s with CUDA capability sm_%d%d is not compatible
 # with the current PyTorch installation. The current PyTorch install supports CUDA
 # capabilities %s."
@@ -119,6 +123,12 @@ _NO_KERNEL = re.compile(r"no kernel image is available|HIP error: invalid device
 # one of its dependencies.' after ctypes.WinError (126: a module, or one it needs, is missing;
 # 1114: a DLL's initialisation routine failed).
 _WIN_DLL = re.compile(r"\[WinError (\d+)\][^\n]*?Error loading \"([^\"]+?\.dll)\"")
+# CPython's loader for an extension module on Windows (Python/dynload_win.c): "DLL load failed
+# while importing _pywrap_tensorflow_internal: A dynamic link library (DLL) initialization
+# routine failed." (the FormatMessage text of the Windows error; 1114 and 126 are told apart by
+# it, in English; another language keeps the module name and leaves the code unknown, 0).
+_PY_DLL = re.compile(r"DLL load failed while importing (\w+): ([^\n]*)")
+_PY_DLL_CODES = (("initiali", 1114), ("could not be found", 126), ("cannot find", 126))
 
 
 def reported_facts(text: str) -> dict[str, Any]:
@@ -130,7 +140,8 @@ def reported_facts(text: str) -> dict[str, Any]:
     ``numpy_abi`` (the NumPy 2 version), ``libdevice_missing``, ``dlopen_failed`` (sonames
     TensorFlow or the dynamic loader could not open), ``jaxlib_skew`` (jax's own check),
     ``undefined_symbol`` ({library, symbol, version}), ``no_kernel_image``,
-    ``dll_load_failed`` ({dll, code}: a Windows DLL that failed to load).
+    ``dll_load_failed`` ({dll, code}: a Windows DLL that failed to load),
+    ``backend_library_missing`` ({backend, library}: a JAX plugin's library did not load).
 
     Example:
         >>> reported_facts("Loaded runtime CuDNN library: 9.0.0 but source was compiled "
@@ -154,6 +165,8 @@ def reported_facts(text: str) -> dict[str, Any]:
         facts["pjrt_mismatch"] = {"plugin_api": m[3], "plugin_built": m[2], "struct": m[1]}
     if "pjrt_mismatch" in facts and (b := _BACKEND.search(text)):
         facts["pjrt_mismatch"]["backend"] = b[1]
+    if m := _BACKEND_LIB.search(text):
+        facts["backend_library_missing"] = {"backend": m[1], "library": m[2].rstrip(":")}
     if m := _TORCH_ARCH.search(text):
         facts["arch_unsupported"] = {"gpu": m[1].strip().splitlines()[-1].strip(),
                                      "arch": m[2], "supported": m[3].split()}
@@ -177,4 +190,7 @@ def reported_facts(text: str) -> dict[str, Any]:
     if m := _WIN_DLL.search(text):
         facts["dll_load_failed"] = {"dll": m[2].replace("\\\\", "\\").rsplit("\\", 1)[-1],
                                     "path": m[2], "code": int(m[1])}
+    elif m := _PY_DLL.search(text):
+        code = next((c for t, c in _PY_DLL_CODES if t in m[2].lower()), 0)
+        facts["dll_load_failed"] = {"dll": f"{m[1]}.pyd", "path": m[1], "code": code}
     return facts

@@ -138,3 +138,22 @@ def test_an_addon_shipping_keras2_models_under_keras3() -> None:
     keras2["distributions"].update({"tensorflow": "2.15.1", "keras": "2.15.0"})
     keras2["frameworks"]["tensorflow"]["result"]["version"] = "2.15.1"
     assert "keras.keras2-addon-on-keras3" not in findings(keras2)
+
+
+def test_python_support_matrix_per_tensorflow_release() -> None:
+    from devicebench.env.checks.frameworks import tf_releases_for_python
+
+    kb = __import__("devicebench.env.checks", fromlist=["load_knowledge"]).load_knowledge()
+    assert "2.10" in tf_releases_for_python("3.10.11", kb)
+    assert "2.15" not in tf_releases_for_python("3.12.3", kb)
+    assert tf_releases_for_python("3.14.2", kb) == []
+    host = {"system": "Linux", "machine": "x86_64", "python_version": "3.12.3"}
+    old = {"host": host, "distributions": {"tensorflow": "2.15.1"}}
+    f = next(f for f in run_checks(snapshot_from_raw(old))
+             if f.id == "python.unsupported-by-release")
+    assert "3.12" in f.title and ">=3.9,<3.12" in f.observed
+    new = {"host": host, "distributions": {"tensorflow": "2.19.0"}}
+    assert "python.unsupported-by-release" not in {f.id for f in run_checks(snapshot_from_raw(new))}
+    bare = {"host": dict(host, python_version="3.14.2"), "distributions": {}}
+    none = next(f for f in run_checks(snapshot_from_raw(bare)) if f.id == "frameworks.none")
+    assert "no TensorFlow release has wheels for Python 3.14.2" in none.fix

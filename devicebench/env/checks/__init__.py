@@ -19,6 +19,11 @@ from importlib import resources
 from typing import Any
 
 from devicebench.env.checks._util import fit_fix_to_platform, platform_conflict
+from devicebench.env.checks.addons import (
+    check_addon_builds,
+    check_backend_library_missing,
+    check_placeholder_release,
+)
 from devicebench.env.checks.apple import (
     check_metal_compat,
     check_rosetta,
@@ -102,6 +107,9 @@ CHECKS: list[Check] = [
     check_jax_jaxlib,
     check_jax_plugin_release,
     check_requires,
+    check_addon_builds,
+    check_backend_library_missing,
+    check_placeholder_release,
     check_build_tags,
     check_windows_dll_load,
     check_windows_import_order,

@@ -40,6 +40,9 @@ def check_cuda_driver(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         )
         if min_drv:
             observed += f" (CUDA {major_minor(build)[0]}.x needs driver >= {min_drv} on Linux)"
+        native = kb["cuda"]["toolkit_drivers"].get(fmt_mm(major_minor(build)))
+        if kind == "minor" and native:  # the family minimum is met: name the toolkit's driver
+            min_drv = native[1 if snap.host.os == "Windows" else 0]
         upgrade = (
             f"install an NVIDIA driver >= {min_drv or 'one supporting CUDA ' + build} "
             "(Ubuntu: sudo ubuntu-drivers install; else https://www.nvidia.com/Download/index.aspx)"

@@ -73,11 +73,14 @@ def check_windows_dll_load(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             title = (f"{DISPLAY.get(name, name)} {v} cannot load {said['dll']}: it needs "
                      f"{known['needs']}")
         else:
-            why, fix, source = general["why"], general["fix"], general["source"]
-            title = f"{DISPLAY.get(name, name)} cannot load {said['dll']} (WinError {said['code']})"
+            why = general["why_init"] if said["code"] == 1114 else general["why"]
+            fix, source = general["fix"], general["source"]
+            title = (f"{DISPLAY.get(name, name)} cannot load {said['dll']}"
+                     + (f" (WinError {said['code']})" if said["code"] else ""))
+        code = f"WinError {said['code']}" if said["code"] else "a DLL error"
         out.append(Finding(
             "windows.dll-load-failed", "error", title,
-            observed=f"import {name} failed: WinError {said['code']} loading {said['path']}",
+            observed=f"import {name} failed: {code} loading {said['path']}",
             why=why + ".", fix=fix, source=source))
     return out
 

@@ -11,6 +11,10 @@ from devicebench.env.snapshot import EnvSnapshot, FrameworkProbe
 
 _FAILED_TEXT = ("HSA_STATUS_ERROR_INVALID_ISA", "invalid device function", "SIGSEGV",
                 "Segmentation fault")
+# The HIP runtime's own word that it found no GPU it has code for (round 7, from Fooocus#1079's
+# "No HIP GPUs are available"): on a machine whose rocminfo lists an AMD GPU, the GPU is there
+# and the build cannot use it. Evidence whatever the worker's status (it may have run on CPU).
+_NO_USABLE_GPU_TEXT = ("No HIP GPUs are available",)
 
 
 def amd_agents(snap: EnvSnapshot) -> list[tuple[str, str]]:
@@ -38,6 +42,7 @@ def _failed(probe: FrameworkProbe | None) -> bool:
         return False
     text = f"{probe.error}\n" + "\n".join(probe.messages)
     return (probe.status in ("crashed", "error") and any(t in text for t in _FAILED_TEXT)) \
+        or any(t in text for t in _NO_USABLE_GPU_TEXT) \
         or bool(probe.reported.get("no_kernel_image"))
 
 

@@ -196,7 +196,10 @@ def check_requires(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 def check_keras2_addons(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """An add-on that builds Keras 2 objects where tf.keras is Keras 3."""
     tf_v = tf_version(snap, kb)
-    if not tf_v or not at_least(tf_v, kb["tensorflow"]["keras3_from"]):
+    # Keras 3 is tf.keras from TF 2.16 on, or where the keras 3 package was installed beside an
+    # older TF (round 7, from keras-hub#1417: tensorflow-hub then imports tf_keras, as on 2.16)
+    keras3_pkg = at_least(snap.version_of("keras"), "3")
+    if not tf_v or not (at_least(tf_v, kb["tensorflow"]["keras3_from"]) or keras3_pkg):
         return []
     legacy = legacy_keras_on(snap, kb)  # helps add-ons using tf.keras, not Keras 2 internals
     tfk = snap.has("tf-keras")
@@ -226,7 +229,9 @@ def check_keras2_addons(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             f"{addon['dist']} " + ("ships models saved by Keras 2" if models else
                                    "builds Keras 2 objects") + ", but tf.keras is Keras 3 here",
             observed=f"{addon['dist']} {snap.version_of(addon['dist'])} with TensorFlow {tf_v} "
-                     f"(Keras 3 since {kb['tensorflow']['keras3_from']})"
+                     + (f"(Keras 3 since {kb['tensorflow']['keras3_from']})"
+                        if at_least(tf_v, kb["tensorflow"]["keras3_from"])
+                        else f"and keras {snap.version_of('keras')}")
                      + ("" if tfk else "; tf-keras not installed"),
             why=("Keras 3's load_model reads only .keras and .h5 files: the Keras 2 SavedModel "
                  "directories this package loads fail ('File format not supported'); Keras 2 "

@@ -1,0 +1,119 @@
+"""Add-ons built for one release of their framework, and JAX backends whose plugin library
+does not load (issue 24, round 7).
+
+* ``[[addon_builds]]``: an add-on whose wheels are compiled against, and pin, one framework
+  release (xformers for torch, torch-directml for torch). With another release installed its
+  native extension does not load ("xFormers can't load C++/CUDA extensions", "No module named
+  'torch_directml_native'"); the probe never imports the add-on, so its version pair is read
+  from the installed distributions.
+* A deep-learning distribution at version 0.0.0: the empty placeholder pip settles on when no
+  real release of it (or of a dependency it requires) installs on this Python (keras-nlp 0.0.0
+  on Python 3.12, where tensorflow-text had no wheels: keras-hub#1649).
+* JAX's "Unable to initialize backend '<name>': ... Failed to open <library>: ... cannot open
+  shared object file": the plugin package is installed but its library is missing or cannot be
+  loaded (a broken pinned libtpu-nightly, an interrupted install), whatever the backend.
+"""
+
+from __future__ import annotations
+
+from devicebench.env.checks._util import DISPLAY, KB, matches
+from devicebench.env.checks.installs import jax_plugin_for, torch_cuda_index
+from devicebench.env.finding import Finding
+from devicebench.env.snapshot import EnvSnapshot
+
+
+def _built_for(entry: dict, version: str) -> str:
+    """The framework release the add-on ``version`` is built for ("" when not listed)."""
+    return next((fw for spec, fw in entry["builds"] if matches(version, spec)), "")
+
+
+def _release_for(entry: dict, framework_version: str) -> str:
+    """A requirement for the add-on release built for ``framework_version`` ("" if none)."""
+    spec = next((s for s, fw in entry["builds"] if matches(framework_version, f"=={fw}")), "")
+    return f"{entry['dist']}{spec}" if spec else ""
+
+
+def check_addon_builds(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """An add-on built for another release of the framework installed beside it."""
+    out = []
+    for entry in kb["addon_builds"]:
+        dist, fw = entry["dist"], entry["framework"]
+        have, fw_have = snap.version_of(dist), snap.version_of(fw)
+        built = _built_for(entry, have) if have and fw_have else ""
+        if not built or matches(fw_have, f"=={built}"):
+            continue
+        name = DISPLAY.get(fw, fw)
+        other = _release_for(entry, fw_have)
+        index = ""
+        if fw == "torch" and "+cpu" not in fw_have:
+            cu = torch_cuda_index(snap, kb, built)
+            index = f" --index-url https://download.pytorch.org/whl/{cu}" if cu else ""
+        keep = f"pip install '{fw}=={built}'{index}"
+        fix = (f"pip install '{other}'  # the {dist} built for {name} {fw_have}; or keep this "
+               f"{dist}: {keep}" if other else
+               f"{keep}  # the {name} this {dist} was built for; or install the {dist} "
+               f"release built for {name} {fw_have}")
+        out.append(Finding(
+            "stack.addon-built-for-other-release", "warning",
+            f"{dist} {have} is built for {name} {built}; {name} {fw_have} is installed",
+            observed=f"installed: {dist} {have} (built for {fw} {built}), {fw} {fw_have}",
+            why=entry["why"] + ".", fix=fix, source=entry["source"]))
+    return out
+
+
+def check_backend_library_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """JAX could not initialise a backend because its plugin's library did not load."""
+    probe = snap.frameworks.get("jax")
+    said = probe.reported.get("backend_library_missing") if probe is not None else None
+    if not said:
+        return []
+    backend, library = said["backend"], said["library"]
+    plugin = jax_plugin_for(snap, kb, backend)
+    extra = kb["jax_backend_extras"].get(backend.lower(), "")
+    dist = plugin["dist"] if plugin else (f"jax[{extra}]" if extra else "the plugin")
+    fix = (f"pip install -U 'jax[{extra}]'  # a jax release whose pinned plugin carries "
+           f"{library.rsplit('/', 1)[-1]}; reinstalling the same pin brings the same files back"
+           if extra else f"reinstall the package that provides JAX's '{backend}' backend")
+    return [Finding(
+        "jax.backend-library-missing", "error",
+        f"JAX cannot initialise its '{backend}' backend: {library.rsplit('/', 1)[-1]} "
+        "does not load",
+        observed=f"Unable to initialize backend '{backend}': failed to open {library} ({dist} "
+                 f"{snap.version_of(dist) if plugin else ''})".replace(" )", ")"),
+        why=f"JAX loads each backend from its plugin's shared library; {dist} is installed but "
+            f"{library.rsplit('/', 1)[-1]} is missing or cannot be opened (a release whose "
+            "wheel lacks it, or a broken install), so JAX runs on the CPU.",
+        fix=fix,
+        source="https://github.com/jax-ml/jax/issues/24987 ; jax/_src/xla_bridge.py "
+               "(Unable to initialize backend)")]
+
+
+_ML_PREFIXES = ("keras", "tensorflow", "tf-", "tf_", "torch", "jax", "flax", "nvidia-")
+
+
+def check_placeholder_release(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A deep-learning package installed at 0.0.0, the placeholder of a failed resolution."""
+    out = []
+    py = snap.host.python_version
+    mm = ".".join(py.split(".")[:2])
+    older = ""
+    if mm.count(".") == 1 and mm.split(".")[1].isdigit() and int(mm.split(".")[1]) > 9:
+        older = f"{mm.split('.')[0]}.{int(mm.split('.')[1]) - 1}"
+    for dist, version in sorted(snap.distributions.items()):
+        if version != "0.0.0" or not dist.lower().startswith(_ML_PREFIXES):
+            continue
+        fix = (f"recreate the environment with Python {older} (or older), whose wheels exist "
+               f"for {dist} and its dependencies, then pip install {dist}" if older else
+               f"pip install '{dist}>0.0.0'  # pip then says which requirement has no wheel")
+        out.append(Finding(
+            "install.placeholder-release", "warning",
+            f"{dist} 0.0.0 is installed: an empty placeholder, not a release",
+            observed=f"{dist} 0.0.0 on Python {py}",
+            why=f"pip falls back to a package's 0.0.0 placeholder when none of its real "
+                f"releases can be installed here, most often because it or a dependency it "
+                f"requires has no wheel for Python {mm}; importing it then fails or finds "
+                "nothing.",
+            fix=fix,
+            source="https://github.com/keras-team/keras-hub/issues/1649 (keras-nlp 0.0.0: "
+                   "tensorflow-text had no Python 3.12 wheels)"))
+    return out
