@@ -1,0 +1,62 @@
+"""Defects found by running devicebench on users' tutorial scripts
+(tests/fixtures/scripts/users/README.md), each shown on the smallest script that has it
+(real Keras on JAX in worker processes; the test process imports no framework)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from devicebench.workloads.script import capture_script
+from tests.conftest import requires_jax
+
+# The fixture scripts, the per-test capture cache and the copy helper: test_script_capture's.
+from tests.integration.test_script_capture import ROOT, _cache, _copy  # noqa: F401
+
+
+def _first_losses(code_before: str, tmp_path: Path, env: dict[str, str]) -> list[float]:
+    res = subprocess.run([sys.executable, "-c", code_before], env=env, capture_output=True,
+                         text=True, timeout=120, check=False, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.split("LOSSES ")[-1])
+
+
+@requires_jax
+def test_a_dict_of_loss_objects_with_loss_weights_trains_as_the_script_does(
+        tmp_path: Path) -> None:
+    """keras.io's multi-output model compiles with ``loss={name: Loss()}`` and
+    ``loss_weights={name: w}``: the captured workload rebuilds each output's loss (Keras'
+    ``losses.get`` refuses the dict) and keeps the weights, so its first steps from the
+    captured weights equal a plain run of the script's own compile."""
+    script = _copy("dict_losses.py", tmp_path)
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(ROOT))
+    cap = capture_script(script, env=env)
+    assert cap.info["loss_weights"] == {"priority": 1.0, "department": 0.2}
+    steps = (
+        "cut = lambda v, i: {k: a[i*16:(i+1)*16] for k, a in v.items()} "
+        "if isinstance(v, dict) else v[i*16:(i+1)*16]\n"
+        "print('LOSSES', json.dumps([float(m.train_on_batch(cut(x, i), cut(y, i))[0])"
+        " for i in range(3)]))\n")
+    captured = (  # compiled as the trial session compiles a workload
+        "import json, keras\n"
+        "from devicebench.workloads.loader import load_workload\n"
+        f"w = load_workload({cap.ref!r}); m = w.build_model(keras)\n"
+        "m.compile(loss=w.loss, loss_weights=w.loss_weights, optimizer=w.optimizer(keras))\n"
+        "d = w.make_data(0); x, y = d.x, d.y\n" + steps)
+    plain = (
+        "import json, runpy, sys, numpy as np, keras\n"
+        f"npz = np.load({str(cap.directory / 'weights.npz')!r})\n"
+        "def fit(m, x, y, **kw):\n"
+        "    m.set_weights([npz[f'arr_{i}'] for i in range(len(npz.files))])\n"
+        + "".join("    " + line + "\n" for line in steps.splitlines()) +
+        "    sys.exit(0)\n"
+        "keras.Model.fit = fit\n"
+        f"runpy.run_path({script!r}, run_name='__main__')\n")
+    got = [_first_losses(code, tmp_path, env) for code in (captured, plain)]
+    assert len(got[0]) == 3 and all(np.isfinite(got[0]))
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
