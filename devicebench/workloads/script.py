@@ -296,6 +296,21 @@ def workload():
 '''
 
 
+def weighting_notes(fit_kwargs: dict[str, str]) -> list[str]:
+    """What the candidates leave out of the script's fit(): its ``class_weight`` or
+    ``sample_weight`` (``fit_kwargs``: the captured fit()'s arguments, as reprs). They
+    all train the unweighted loss, so the loss comparison between them still holds, but
+    the loss figures are not the weighted ones the script's own log prints."""
+    out = []
+    for name in ("class_weight", "sample_weight"):
+        value = fit_kwargs.get(name)
+        if value not in (None, "None"):
+            out.append(f"its fit() passes `{name}`: the candidates train without it "
+                       "(every one alike, so speed-ups and the loss comparison hold; the "
+                       "losses shown are unweighted, not the ones your script's log prints)")
+    return out
+
+
 def capture_script(script: str, args: list[str] | tuple[str, ...] = (), *,
                    timeout: float = SETUP_TIMEOUT_S, env: dict[str, str] | None = None
                    ) -> ScriptCapture:
@@ -345,6 +360,7 @@ def capture_script(script: str, args: list[str] | tuple[str, ...] = (), *,
         where = ", ".join(f"{script}:{n}" for n in fits)
         notes.insert(0, f"the script calls fit() more than once ({where}); the first, at "
                         f"{script}:{line}, is the one measured")
+    notes += weighting_notes(info.get("fit_kwargs") or {})
     if not info.get("reloadable"):
         why = info.get("saved_error") or ", ".join(info.get("custom_objects") or [])
         notes.append(f"the saved model cannot be reloaded on its own ({why}): each worker "

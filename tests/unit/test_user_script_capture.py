@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from devicebench.script_check import check_source
 from devicebench.workloads.capture_worker import plain_weights
+from devicebench.workloads.script import weighting_notes
 
 
 def test_loss_weights_are_kept_as_json_numbers_or_dropped_whole() -> None:
@@ -15,3 +17,24 @@ def test_loss_weights_are_kept_as_json_numbers_or_dropped_whole() -> None:
     assert plain_weights(None) is None
     # Anything not made of numbers is dropped whole (Keras' default, all 1), never half-kept.
     assert plain_weights({"a": 1.0, "b": "heavy"}) is None
+
+
+def test_class_weight_left_out_of_the_candidates_is_said() -> None:
+    # The imbalanced-data tutorial's fit(..., class_weight={0: w0, 1: w1}).
+    (note,) = weighting_notes({"class_weight": "{0: np.float64(0.51), 1: np.float64(29.3)}",
+                               "batch_size": "2048"})
+    assert note.startswith("its fit() passes `class_weight`: the candidates train without it")
+    assert weighting_notes({"batch_size": "2048", "sample_weight": "None"}) == []
+
+
+def test_input_shape_fix_is_spelled_as_the_script_spells_keras() -> None:
+    # TensorFlow's beginner quickstart: `tf.keras.layers.Flatten(input_shape=(28, 28))`, and
+    # no `keras` name in the script: the fix must not tell it to call `keras.Input`.
+    source = ("import tensorflow as tf\n"
+              "model = tf.keras.models.Sequential([\n"
+              "    tf.keras.layers.Flatten(input_shape=(28, 28)),\n"
+              "    tf.keras.layers.Dense(10)])\n")
+    (finding,) = [f for f in check_source(source) if f.id == "script.input-shape"]
+    assert finding.fix.startswith("make `tf.keras.Input(shape=(28, 28))` the first layer")
+    assert "`tf.keras.Sequential([tf.keras.Input(shape=(28, 28)), tf.keras.layers.Flatten(" \
+        in finding.fix
