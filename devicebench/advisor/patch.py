@@ -22,11 +22,41 @@ _ENV_RE = r"""^(\s*)os\.environ\[\s*["']{name}["']\s*\]\s*=\s*(["'])(.*?)\2"""
 
 @dataclass(frozen=True)
 class ScriptPatch:
-    """A unified diff to the script, and what it could not express."""
+    """A unified diff to the script, what it could not express, and what in the script
+    must change first for the patched script to run (``blockers``: one line each)."""
 
     diff: str
     changes: list[str] = field(default_factory=list)
     not_patched: list[str] = field(default_factory=list)
+    blockers: list[str] = field(default_factory=list)
+
+
+def backend_blocker(backend: str, failure: str, source: str) -> str:
+    """One line: the script, run up to its fit() on ``backend`` (the patch's
+    ``KERAS_BACKEND``), failed — ``failure`` says how and where — and what to change.
+
+    TensorFlow's tutorials call ``.numpy()`` on what a Keras model or layer returns (an
+    eager TF tensor there); on the JAX and torch backends it is a ``jax.Array`` or
+    ``torch.Tensor`` without that method: ``keras.ops.convert_to_numpy(x)`` works on every
+    backend. The script's other ``.numpy()`` calls (never reached) are named too.
+
+    Example:
+        >>> backend_blocker("jax", "t.py raised before fit(): AttributeError: ... 'numpy'"
+        ...                 " (at t.py:24)", "y = model(x).numpy()\n")  # doctest: +SKIP
+    """
+    line = f"on the {backend} backend your script fails before its fit(): {failure}"
+    if "attribute 'numpy'" in failure:
+        calls = sorted({n.lineno for n in ast.walk(ast.parse(source))
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr == "numpy" and not n.args})
+        line += ("; change `x.numpy()` to `keras.ops.convert_to_numpy(x)` (any backend) "
+                 "where x comes from Keras" + (f" (the script calls .numpy() at line"
+                                               f"{'s' if len(calls) > 1 else ''} "
+                                               f"{', '.join(map(str, calls))})"
+                                               if calls else ""))
+    else:
+        line += f"; change that line so it runs on {backend} too"
+    return line + ", then apply the patch"
 
 
 def _top_index(tree: ast.Module, lines: list[str]) -> int:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from devicebench.jobs.advise_script import fails_before_fit
 from devicebench.workloads.script import capture_script
-from tests.conftest import requires_jax
+from tests.conftest import requires_jax, requires_tf
 
 # The fixture scripts, the per-test capture cache and the copy helper: test_script_capture's.
 from tests.integration.test_script_capture import ROOT, _cache, _copy  # noqa: F401
@@ -60,3 +61,17 @@ def test_a_dict_of_loss_objects_with_loss_weights_trains_as_the_script_does(
     got = [_first_losses(code, tmp_path, env) for code in (captured, plain)]
     assert len(got[0]) == 3 and all(np.isfinite(got[0]))
     np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
+
+
+@requires_jax
+@requires_tf
+def test_a_backend_patch_is_checked_by_running_the_script_up_to_fit_there(
+        tmp_path: Path) -> None:
+    """The quickstart's `model(x).numpy()` runs on TensorFlow and fails on JAX: a
+    KERAS_BACKEND=jax patch would break the script, which the trials (a reloaded saved
+    model) never see; running the script up to its fit() on that backend finds the line."""
+    script = _copy("numpy_before_fit.py", tmp_path)
+    failure = fails_before_fit(script, [], "jax", timeout=120)
+    assert "AttributeError" in failure and "numpy" in failure
+    assert failure.endswith(f"(at {script}:11)")
+    assert fails_before_fit(script, [], "tensorflow", timeout=120) == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from devicebench.advisor.patch import backend_blocker
 from devicebench.script_check import check_source
 from devicebench.workloads.capture_worker import plain_weights
 from devicebench.workloads.script import weighting_notes
@@ -38,3 +39,16 @@ def test_input_shape_fix_is_spelled_as_the_script_spells_keras() -> None:
     assert finding.fix.startswith("make `tf.keras.Input(shape=(28, 28))` the first layer")
     assert "`tf.keras.Sequential([tf.keras.Input(shape=(28, 28)), tf.keras.layers.Flatten(" \
         in finding.fix
+
+
+def test_a_backend_blocker_names_the_line_and_every_numpy_call() -> None:
+    source = ("import keras\npredictions = model(x[:1]).numpy()\n"
+              "print(loss_fn(y[:1], predictions).numpy())\nmodel.fit(x, y)\n")
+    line = backend_blocker("jax", "t.py raised before fit(): AttributeError: "
+                           "'jaxlib._jax.ArrayImpl' object has no attribute 'numpy' (at t.py:2)",
+                           source)
+    assert line.startswith("on the jax backend your script fails before its fit(): t.py raised")
+    assert "`keras.ops.convert_to_numpy(x)`" in line and "at lines 2, 3)" in line
+    other = backend_blocker("torch", "t.py raised before fit(): TypeError: boom (at t.py:9)",
+                            source)
+    assert other.endswith("; change that line so it runs on torch too, then apply the patch")
