@@ -328,6 +328,9 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
     metrics = compiles[-1]["metrics"] if compiles else []
     recurrent = any(type(layer).__name__ in ("SimpleRNN", "LSTM", "GRU", "RNN")
                     for layer in getattr(model, "layers", []))
+    flat = getattr(model, "_flatten_layers", None)  # nested models' layers too
+    embedding = any(type(layer).__name__ == "Embedding"
+                    for layer in (flat(include_self=False) if flat else model.layers))
     callbacks = [type(c).__name__ for c in (fit_args.get("callbacks") or [])]
     res.update(
         params=int(model.count_params()), batch_size=int(batch),
@@ -340,7 +343,8 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
         fit_kwargs={k: repr(fit_args[k])[:80] for k in FIT_FIELDS if k in fit_args},
         reloadable=not saved_error and not custom and compile_info["loss"] is not None,
         saved_error=saved_error, custom_objects=custom, compile=compile_info,
-        metrics=metrics, weights=len(weights), recurrent=recurrent, script_path=script,
+        metrics=metrics, weights=len(weights), recurrent=recurrent, embedding=embedding,
+        script_path=script,
         timesteps=int(arrays["x"].shape[1]) if recurrent and isinstance(arrays["x"], np.ndarray)
         and arrays["x"].ndim == 3 else None,
         args=list(sys.argv[1:]), **data)

@@ -139,5 +139,5 @@ def captured_workload(workload_py: str) -> Workload:
         build_model=build_model, make_data=make_data, loss=loss, optimizer=optimizer,
         batch_size=int(info["batch_size"]), metrics=metrics, epochs=int(info["epochs"]),
         params={"parameters": info.get("params")},
-        tags=("recurrent",) if info.get("recurrent") else (),
+        tags=tuple(t for t in ("recurrent", "embedding") if info.get(t)),
         loss_weights=info.get("loss_weights"))

@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from devicebench.advisor.explain import Evidence, explain
 from devicebench.advisor.patch import backend_blocker
 from devicebench.script_check import check_source
+from devicebench.trials.result import TrialResult
+from devicebench.trials.spec import TrialSpec
 from devicebench.workloads.capture_worker import plain_weights
 from devicebench.workloads.script import weighting_notes
 
@@ -52,3 +57,27 @@ def test_a_backend_blocker_names_the_line_and_every_numpy_call() -> None:
     other = backend_blocker("torch", "t.py raised before fit(): TypeError: boom (at t.py:9)",
                             source)
     assert other.endswith("; change that line so it runs on torch too, then apply the patch")
+
+
+def test_an_embedding_models_loss_difference_across_backends_is_explained() -> None:
+    # keras.io's text classification from scratch (Embedding + Conv1D, Adam): jax/cpu was
+    # rejected, loss 1.4e-03 off the TF baseline's at step 12 — with no reason given.
+    base = TrialSpec("text.py")
+    jax = base.with_(backend="jax")
+
+    def res(spec: TrialSpec, verdict: str) -> TrialResult:
+        return TrialResult(spec, status="ok", steps_per_block=10, batch_size=32,
+                           steps_per_epoch=20, block_seconds=[0.1, 0.1, 0.1],
+                           block_rounds=[0, 1, 2], loss_verdict=verdict,
+                           loss_detail="max relative difference 1.4e-03")
+
+    results = {base: res(base, "reference"), jax: res(jax, "differs")}
+    ev = Evidence(baseline=results[base], results=results, workload_tags=("embedding",))
+    (reason,) = [r for r in explain(ev) if r.id == "sparse-embedding"]
+    assert reason.text.startswith("embedding: from the same initial weights jax/cpu reached a")
+    assert "tf.IndexedSlices" in reason.text
+    # No Embedding, or the candidate's loss is the same: nothing to explain.
+    assert not [r for r in explain(replace(ev, workload_tags=()))
+                if r.id == "sparse-embedding"]
+    same = {base: results[base], jax: res(jax, "same")}
+    assert not [r for r in explain(replace(ev, results=same)) if r.id == "sparse-embedding"]
