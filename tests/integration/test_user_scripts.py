@@ -75,3 +75,30 @@ def test_a_backend_patch_is_checked_by_running_the_script_up_to_fit_there(
     assert "AttributeError" in failure and "numpy" in failure
     assert failure.endswith(f"(at {script}:11)")
     assert fails_before_fit(script, [], "tensorflow", timeout=120) == ""
+
+
+@requires_tf
+def test_the_monitor_reads_the_batch_size_of_a_tf_data_pipeline(tmp_path: Path) -> None:
+    """TensorFlow's tutorials feed fit() `.batch(n)` pipelines (batch dimension None, so
+    Keras' adapter does not know n): the monitor still reports samples/s, from the
+    pipeline's last `.batch(n)`, through cache/prefetch/map and
+    timeseries_dataset_from_array; a pipeline with no batch says unknown."""
+    code = (
+        "import numpy as np, tensorflow as tf, keras\n"
+        "from devicebench.monitor import TrainingMonitor\n"
+        "from devicebench.monitor.probe import dataset_batch_size\n"
+        "x = np.zeros((96, 3), 'float32'); y = np.zeros((96, 1), 'float32')\n"
+        "ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (a * 2, b))\n"
+        "ts = keras.utils.timeseries_dataset_from_array(x, y[5:], sequence_length=5,"
+        " batch_size=24)\n"
+        "m = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])\n"
+        "m.compile(optimizer='sgd', loss='mse')\n"
+        "cb = TrainingMonitor(verbose=0)\n"
+        "m.fit(ds.batch(16).cache().prefetch(2), epochs=1, verbose=0, callbacks=[cb])\n"
+        "print('SIZES', dataset_batch_size(ts), dataset_batch_size(ds),"
+        " cb.log.batch_size, cb.summary().get('samples_per_s') is not None)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=False, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split("SIZES ")[-1].split() == ["24", "None", "16", "True"]
