@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.errors import InputError
+from devicebench.workloads.script_workload import capture_tags
 
 CAPTURE_VERSION = 3  # 3: dicts/lists of arrays, the pipeline's second pass
 SETUP_TIMEOUT_S = float(os.environ.get("DEVICEBENCH_SETUP_TIMEOUT", "180"))
@@ -256,7 +257,7 @@ def capture_facts(ref: str) -> dict[str, Any]:
     info = json.loads(manifest.read_text(encoding="utf-8"))
     recurrent = bool(info.get("recurrent"))
     return {"workload_batch_size": info.get("batch_size"),
-            "workload_tags": ("recurrent",) if recurrent else (),
+            "workload_tags": capture_tags(info),
             "workload_epochs": info.get("epochs"),
             "workload_timesteps": info.get("timesteps") if recurrent else None}
 

@@ -40,6 +40,12 @@ def _strip_dtypes(config: Any) -> Any:
     return config
 
 
+def capture_tags(info: dict[str, Any]) -> tuple[str, ...]:
+    """The facts the advisor reasons with, from a capture: ``recurrent`` (an RNN layer:
+    a per-timestep loop), ``embedding`` (an Embedding layer: TF's sparse updates)."""
+    return tuple(t for t in ("recurrent", "embedding") if info.get(t))
+
+
 def compile_loss(config: Any, keras: Any) -> Any:
     """The loss ``compile()`` takes, from the loss a capture serialised: one loss (a name,
     or a serialised Keras object), or a dict or list of them (a model with several named
@@ -139,5 +145,5 @@ def captured_workload(workload_py: str) -> Workload:
         build_model=build_model, make_data=make_data, loss=loss, optimizer=optimizer,
         batch_size=int(info["batch_size"]), metrics=metrics, epochs=int(info["epochs"]),
         params={"parameters": info.get("params")},
-        tags=tuple(t for t in ("recurrent", "embedding") if info.get(t)),
+        tags=capture_tags(info),
         loss_weights=info.get("loss_weights"))

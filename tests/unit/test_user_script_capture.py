@@ -14,6 +14,7 @@ from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
 from devicebench.workloads.capture_worker import plain_weights
 from devicebench.workloads.script import weighting_notes
+from devicebench.workloads.script_workload import capture_tags
 
 
 def test_loss_weights_are_kept_as_json_numbers_or_dropped_whole() -> None:
@@ -81,3 +82,13 @@ def test_an_embedding_models_loss_difference_across_backends_is_explained() -> N
                 if r.id == "sparse-embedding"]
     same = {base: results[base], jax: res(jax, "same")}
     assert not [r for r in explain(replace(ev, results=same)) if r.id == "sparse-embedding"]
+
+
+def test_the_advisor_and_the_workload_read_the_same_tags_from_a_capture(tmp_path) -> None:
+    # The keras.io multi-output ticket model (two Embeddings): its capture's "embedding" must
+    # reach the advisor's facts, not only the worker's Workload.
+    from devicebench.workloads.script import capture_facts
+
+    (tmp_path / "capture.json").write_text('{"embedding": true, "batch_size": 32}')
+    facts = capture_facts(f"{tmp_path / 'workload.py'}:workload")
+    assert facts["workload_tags"] == capture_tags({"embedding": True}) == ("embedding",)
