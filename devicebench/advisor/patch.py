@@ -38,7 +38,8 @@ def backend_blocker(backend: str, failure: str, source: str) -> str:
     TensorFlow's tutorials call ``.numpy()`` on what a Keras model or layer returns (an
     eager TF tensor there); on the JAX and torch backends it is a ``jax.Array`` or
     ``torch.Tensor`` without that method: ``keras.ops.convert_to_numpy(x)`` works on every
-    backend. The script's other ``.numpy()`` calls (never reached) are named too.
+    backend (spelled ``tf.keras.ops`` in a script that imports only TensorFlow). The
+    script's other ``.numpy()`` calls (never reached) are named too.
 
     Example:
         >>> backend_blocker("jax", "t.py raised before fit(): AttributeError: ... 'numpy'"
@@ -46,10 +47,12 @@ def backend_blocker(backend: str, failure: str, source: str) -> str:
     """
     line = f"on the {backend} backend your script fails before its fit(): {failure}"
     if "attribute 'numpy'" in failure:
-        calls = sorted({n.lineno for n in ast.walk(ast.parse(source))
+        tree = ast.parse(source)
+        name = _keras_name(tree) or "keras"  # tf.keras in a script importing only tf
+        calls = sorted({n.lineno for n in ast.walk(tree)
                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                         and n.func.attr == "numpy" and not n.args})
-        line += ("; change `x.numpy()` to `keras.ops.convert_to_numpy(x)` (any backend) "
+        line += (f"; change `x.numpy()` to `{name}.ops.convert_to_numpy(x)` (any backend) "
                  "where x comes from Keras" + (f" (the script calls .numpy() at line"
                                                f"{'s' if len(calls) > 1 else ''} "
                                                f"{', '.join(map(str, calls))})"

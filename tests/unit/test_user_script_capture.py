@@ -55,6 +55,8 @@ def test_a_backend_blocker_names_the_line_and_every_numpy_call() -> None:
                            source)
     assert line.startswith("on the jax backend your script fails before its fit(): t.py raised")
     assert "`keras.ops.convert_to_numpy(x)`" in line and "at lines 2, 3)" in line
+    tf_only = "import tensorflow as tf\n" + source.split("\n", 1)[1]  # the quickstart's
+    assert "`tf.keras.ops.convert_to_numpy(x)`" in backend_blocker("jax", line, tf_only)
     other = backend_blocker("torch", "t.py raised before fit(): TypeError: boom (at t.py:9)",
                             source)
     assert other.endswith("; change that line so it runs on torch too, then apply the patch")
