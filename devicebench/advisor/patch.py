@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import difflib
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from devicebench.trials.spec import TF32_SWITCH, TrialSpec
@@ -29,6 +31,27 @@ class ScriptPatch:
     changes: list[str] = field(default_factory=list)
     not_patched: list[str] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)
+    directory: str = ""  # where `patch -p0` must run ("": the current directory)
+
+    @property
+    def command(self) -> str:
+        """The command that applies the diff saved as ``devicebench.patch``."""
+        where = f" -d {shlex.quote(self.directory)}" if self.directory else ""
+        return f"patch{where} -p0 < devicebench.patch"
+
+
+def patch_name(script: str, cwd: str | None = None) -> tuple[str, str]:
+    """The file name the diff's headers carry, and the directory ``patch`` must run in.
+
+    GNU patch ignores an absolute name or one with ``..`` in it ("Ignoring potentially
+    dangerous file name") and then cannot find the file: a script given as
+    ``~/proj/train.py`` (the shell makes it absolute) or outside the current directory is
+    named by its base name, applied with ``patch -d ITS_DIRECTORY``."""
+    path = os.path.abspath(script)
+    rel = os.path.relpath(path, cwd or os.getcwd())
+    if not rel.startswith(".."):
+        return rel, ""
+    return os.path.basename(path), os.path.dirname(path)
 
 
 def backend_blocker(backend: str, failure: str, source: str) -> str:
@@ -226,5 +249,6 @@ def script_patch(script: str, source: str, baseline: TrialSpec, recommended: Tri
     original = source.splitlines(keepends=True)
     if original and not original[-1].endswith("\n"):
         original[-1] += "\n"
-    diff = "".join(difflib.unified_diff(original, lines, fromfile=script, tofile=script))
-    return ScriptPatch(diff, changes, not_patched)
+    name, directory = patch_name(script)
+    diff = "".join(difflib.unified_diff(original, lines, fromfile=name, tofile=name))
+    return ScriptPatch(diff, changes, not_patched, directory=directory)

@@ -50,6 +50,7 @@ class ScriptAdvice:
                 "patch_changes": self.patch.changes if self.patch else [],
                 "not_patched": self.patch.not_patched if self.patch else [],
                 "patch_blockers": self.patch.blockers if self.patch else [],
+                "patch_command": self.patch.command if self.patch else "",
                 "code": self.snippet, "input_pipeline": self.pipeline}
 
 

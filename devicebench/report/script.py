@@ -47,7 +47,7 @@ def render_script_advice(result: ScriptAdvice, *, console: Console | None = None
         con.print(Text.assemble(("\nfirst", "bold yellow"), f": {blocker}"), highlight=False)
     if patch.diff:
         con.print(f"\n[bold]The change to make[/bold] ({'; '.join(patch.changes)}) — "
-                  f"save it as devicebench.patch and run `patch -p0 < devicebench.patch`:",
+                  f"save it as devicebench.patch and run `{patch.command}`:",
                   highlight=False)
         con.print(patch.diff.rstrip("\n"), markup=False, highlight=False)
     if patch.not_patched:

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from devicebench.advisor.patch import patch_name, script_patch
 from devicebench.jobs.advise_script import fails_before_fit
+from devicebench.trials.spec import TrialSpec
 from devicebench.workloads.script import capture_script
 from tests.conftest import requires_jax, requires_tf
+from tests.integration.test_advise_script import requires_patch
 
 # The fixture scripts, the per-test capture cache and the copy helper: test_script_capture's.
 from tests.integration.test_script_capture import ROOT, _cache, _copy  # noqa: F401
@@ -102,3 +105,31 @@ def test_the_monitor_reads_the_batch_size_of_a_tf_data_pipeline(tmp_path: Path) 
                          text=True, timeout=120, check=False, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split("SIZES ")[-1].split() == ["24", "None", "16", "True"]
+
+
+@requires_patch
+def test_a_patch_to_a_script_given_by_absolute_path_applies(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """`devicebench advise ~/proj/train.py` (the shell makes the path absolute): GNU patch
+    ignores absolute names in a diff ("potentially dangerous"); the diff names the file
+    as patch can apply it, and the command says where to run it."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    script = proj / "train.py"
+    script.write_text("import keras\nmodel.fit(x, y)\n")
+    elsewhere = tmp_path / "other"  # the user's shell is in another directory
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    base = TrialSpec(str(script), backend="tensorflow")
+    p = script_patch(str(script), script.read_text(), base, base.with_(backend="jax"))
+    (elsewhere / "devicebench.patch").write_text(p.diff)
+    assert p.diff.startswith("--- train.py\n+++ train.py\n")
+    assert p.command == f"patch -d {proj} -p0 < devicebench.patch"
+    applied = subprocess.run(p.command, shell=True, cwd=elsewhere, capture_output=True,
+                             text=True, check=False, timeout=30)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert script.read_text().splitlines()[1] == 'os.environ["KERAS_BACKEND"] = "jax"' \
+        "  # devicebench advise"
+    # Under the current directory the name stays relative and no -d is needed.
+    monkeypatch.chdir(tmp_path)
+    assert patch_name(str(script)) == ("proj/train.py", "")
