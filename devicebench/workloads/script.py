@@ -29,7 +29,7 @@ from typing import Any
 from devicebench.errors import InputError
 from devicebench.workloads.script_workload import capture_tags
 
-CAPTURE_VERSION = 3  # 3: dicts/lists of arrays, the pipeline's second pass
+CAPTURE_VERSION = 4  # 3: dicts/lists of arrays, the second pass; 4: loss_weights, embedding
 SETUP_TIMEOUT_S = float(os.environ.get("DEVICEBENCH_SETUP_TIMEOUT", "180"))
 VERSIONED = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "devicebench")
 LOOP_MARKERS = (("GradientTape", "a custom tf.GradientTape training loop"),
