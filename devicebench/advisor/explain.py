@@ -160,9 +160,9 @@ def sparse_embedding(ev: Evidence) -> list[Reason]:
     if not differ:
         return []
     return [Reason("sparse-embedding", (
-        f"embedding: from the same initial weights {', '.join(differ)} reached a different loss "
-        "because "
-        "the backends update an Embedding differently, not because either run is wrong: on "
+        f"embedding: from the same initial weights {', '.join(differ)} reached a different loss; "
+        "the likely cause is that the backends update an Embedding differently, neither run "
+        "being wrong: on "
         "TensorFlow its gradient reaches the optimizer as tf.IndexedSlices, one row per "
         "token occurrence, and Keras applies them sparsely (Adam's or RMSprop's moments "
         "change only at the rows looked up, once per occurrence); JAX and torch apply the "
