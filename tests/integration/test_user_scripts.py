@@ -23,13 +23,6 @@ from tests.integration.test_advise_script import requires_patch
 from tests.integration.test_script_capture import ROOT, _cache, _copy  # noqa: F401
 
 
-def _first_losses(code_before: str, tmp_path: Path, env: dict[str, str]) -> list[float]:
-    res = subprocess.run([sys.executable, "-c", code_before], env=env, capture_output=True,
-                         text=True, timeout=120, check=False, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-2000:]
-    return json.loads(res.stdout.split("LOSSES ")[-1])
-
-
 @requires_jax
 def test_a_dict_of_loss_objects_with_loss_weights_trains_as_the_script_does(
         tmp_path: Path) -> None:
@@ -47,13 +40,12 @@ def test_a_dict_of_loss_objects_with_loss_weights_trains_as_the_script_does(
         "print('LOSSES', json.dumps([float(m.train_on_batch(cut(x, i), cut(y, i))[0])"
         " for i in range(3)]))\n")
     captured = (  # compiled as the trial session compiles a workload
-        "import json, keras\n"
+        "import json, runpy, sys, numpy as np, keras\n"
         "from devicebench.workloads.loader import load_workload\n"
         f"w = load_workload({cap.ref!r}); m = w.build_model(keras)\n"
         "m.compile(loss=w.loss, loss_weights=w.loss_weights, optimizer=w.optimizer(keras))\n"
         "d = w.make_data(0); x, y = d.x, d.y\n" + steps)
-    plain = (
-        "import json, runpy, sys, numpy as np, keras\n"
+    plain = (  # then, in the same process, the script's own compile from the same weights
         f"npz = np.load({str(cap.directory / 'weights.npz')!r})\n"
         "def fit(m, x, y, **kw):\n"
         "    m.set_weights([npz[f'arr_{i}'] for i in range(len(npz.files))])\n"
@@ -61,8 +53,12 @@ def test_a_dict_of_loss_objects_with_loss_weights_trains_as_the_script_does(
         "    sys.exit(0)\n"
         "keras.Model.fit = fit\n"
         f"runpy.run_path({script!r}, run_name='__main__')\n")
-    got = [_first_losses(code, tmp_path, env) for code in (captured, plain)]
-    assert len(got[0]) == 3 and all(np.isfinite(got[0]))
+    res = subprocess.run([sys.executable, "-c", captured + plain], env=env,
+                         capture_output=True, text=True, timeout=120, check=False,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    got = [json.loads(part.splitlines()[0]) for part in res.stdout.split("LOSSES ")[1:]]
+    assert len(got) == 2 and len(got[0]) == 3 and all(np.isfinite(got[0]))
     np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
 
 
