@@ -146,6 +146,30 @@ def recurrent_loop(ev: Evidence) -> list[Reason]:
         f"({best_tf.spec.label}) vs JAX {fmt_time(s_jax)}/step, {ratio:.1f}x{pair.source}"))]
 
 
+def sparse_embedding(ev: Evidence) -> list[Reason]:
+    """Why a candidate on another backend trains an Embedding model differently from a
+    TensorFlow baseline. TF hands an Embedding's gradient to the optimizer as
+    ``tf.IndexedSlices`` (a row per token occurrence) and Keras 3's TF optimizer applies
+    them with ``scatter_add`` (keras/src/backend/tensorflow/optimizer.py): a moment
+    optimizer's estimates move only at the rows looked up, once per occurrence; JAX and
+    torch update from the dense, summed gradient. Plain SGD is the same math on all."""
+    if "embedding" not in ev.workload_tags or ev.baseline.spec.backend != "tensorflow":
+        return []
+    differ = sorted(s.label for s, r in ev.results.items()
+                    if s.backend != "tensorflow" and r.loss_verdict == "differs")
+    if not differ:
+        return []
+    return [Reason("sparse-embedding", (
+        f"embedding: from the same initial weights {', '.join(differ)} reached a different loss; "
+        "the likely cause is that the backends update an Embedding differently, neither run "
+        "being wrong: on "
+        "TensorFlow its gradient reaches the optimizer as tf.IndexedSlices, one row per "
+        "token occurrence, and Keras applies them sparsely (Adam's or RMSprop's moments "
+        "change only at the rows looked up, once per occurrence); JAX and torch apply the "
+        "dense, summed gradient. A backend switch would change your training; with plain "
+        "SGD the backends agree"))]
+
+
 def xla_cost(ev: Evidence) -> list[Reason]:
     out = []
     for spec, r in ev.results.items():
@@ -410,7 +434,8 @@ def float32_precision(ev: Evidence) -> list[Reason]:
 
 
 RULES = (accelerator_cost, float32_precision, overhead_bound, dispatch_cost, cpu_fallback,
-         recurrent_loop, xla_cost, mixed_precision, input_time, pipeline_and_threads)
+         recurrent_loop, sparse_embedding, xla_cost, mixed_precision, input_time,
+         pipeline_and_threads)
 
 
 def explain(ev: Evidence) -> list[Reason]:

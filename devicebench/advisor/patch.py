@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import difflib
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from devicebench.trials.spec import TF32_SWITCH, TrialSpec
@@ -22,11 +24,65 @@ _ENV_RE = r"""^(\s*)os\.environ\[\s*["']{name}["']\s*\]\s*=\s*(["'])(.*?)\2"""
 
 @dataclass(frozen=True)
 class ScriptPatch:
-    """A unified diff to the script, and what it could not express."""
+    """A unified diff to the script, what it could not express, and what in the script
+    must change first for the patched script to run (``blockers``: one line each)."""
 
     diff: str
     changes: list[str] = field(default_factory=list)
     not_patched: list[str] = field(default_factory=list)
+    blockers: list[str] = field(default_factory=list)
+    directory: str = ""  # where `patch -p0` must run ("": the current directory)
+
+    @property
+    def command(self) -> str:
+        """The command that applies the diff saved as ``devicebench.patch``."""
+        where = f" -d {shlex.quote(self.directory)}" if self.directory else ""
+        return f"patch{where} -p0 < devicebench.patch"
+
+
+def patch_name(script: str, cwd: str | None = None) -> tuple[str, str]:
+    """The file name the diff's headers carry, and the directory ``patch`` must run in.
+
+    GNU patch ignores an absolute name or one with ``..`` in it ("Ignoring potentially
+    dangerous file name") and then cannot find the file: a script given as
+    ``~/proj/train.py`` (the shell makes it absolute) or outside the current directory is
+    named by its base name, applied with ``patch -d ITS_DIRECTORY``."""
+    path = os.path.abspath(script)
+    rel = os.path.relpath(path, cwd or os.getcwd())
+    if not rel.startswith(".."):
+        return rel, ""
+    return os.path.basename(path), os.path.dirname(path)
+
+
+def backend_blocker(backend: str, failure: str, source: str) -> str:
+    """One line: the script, run up to its fit() on ``backend`` (the patch's
+    ``KERAS_BACKEND``), failed — ``failure`` says how and where — and what to change.
+
+    TensorFlow's tutorials call ``.numpy()`` on what a Keras model or layer returns (an
+    eager TF tensor there); on the JAX and torch backends it is a ``jax.Array`` or
+    ``torch.Tensor`` without that method: ``keras.ops.convert_to_numpy(x)`` works on every
+    backend (spelled ``tf.keras.ops`` in a script that imports only TensorFlow). The
+    script's other ``.numpy()`` calls (never reached) are named too.
+
+    Example:
+        >>> backend_blocker("jax", "t.py raised before fit(): AttributeError: ... 'numpy'"
+        ...                 " (at t.py:24)", "y = model(x).numpy()\n")  # doctest: +SKIP
+    """
+    line = f"on the {backend} backend your script fails before its fit(): {failure}"
+    if "attribute 'numpy'" in failure:
+        tree = ast.parse(source)
+        name = _keras_name(tree) or "keras"  # tf.keras in a script importing only tf
+        calls = sorted({n.lineno for n in ast.walk(tree)
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr == "numpy" and not n.args})
+        line += (f"; change `x.numpy()` to `{name}.ops.convert_to_numpy(x)` (any backend) "
+                 "where x comes from Keras" + (f" (the script calls .numpy() at line"
+                                               f"{'s' if len(calls) > 1 else ''} "
+                                               f"{', '.join(map(str, calls))})"
+                                               if calls else ""))
+    else:
+        line += f"; change that line so it runs on {backend} too"
+    return line + ", then apply the patch"
 
 
 def _top_index(tree: ast.Module, lines: list[str]) -> int:
@@ -193,5 +249,6 @@ def script_patch(script: str, source: str, baseline: TrialSpec, recommended: Tri
     original = source.splitlines(keepends=True)
     if original and not original[-1].endswith("\n"):
         original[-1] += "\n"
-    diff = "".join(difflib.unified_diff(original, lines, fromfile=script, tofile=script))
-    return ScriptPatch(diff, changes, not_patched)
+    name, directory = patch_name(script)
+    diff = "".join(difflib.unified_diff(original, lines, fromfile=name, tofile=name))
+    return ScriptPatch(diff, changes, not_patched, directory=directory)

@@ -5,13 +5,15 @@ script. What ``devicebench advise SCRIPT``, the main job on a script and
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from devicebench.advisor.advice import AdviceResult
-from devicebench.advisor.patch import ScriptPatch, script_patch
+from devicebench.advisor.patch import ScriptPatch, backend_blocker, script_patch
 from devicebench.advisor.pipeline import pipeline_figures
+from devicebench.errors import InputError
 from devicebench.workloads.script import SETUP_TIMEOUT_S, ScriptCapture, capture_script
 
 JIT_OF = {"True": "on", "False": "off"}
@@ -47,6 +49,8 @@ class ScriptAdvice:
                 "patch": self.patch.diff if self.patch else "",
                 "patch_changes": self.patch.changes if self.patch else [],
                 "not_patched": self.patch.not_patched if self.patch else [],
+                "patch_blockers": self.patch.blockers if self.patch else [],
+                "patch_command": self.patch.command if self.patch else "",
                 "code": self.snippet, "input_pipeline": self.pipeline}
 
 
@@ -85,6 +89,20 @@ def _named(advice: AdviceResult, ref: str, script: str) -> AdviceResult:
         verdict=advice.verdict.replace(ref, script),
         headline=replace(advice.headline, text=advice.headline.text.replace(ref, script))
         if advice.headline is not None else None)
+
+
+def fails_before_fit(script: str, args: list[str] | tuple[str, ...], backend: str,
+                     timeout: float) -> str:
+    """How ``script`` fails when run up to its first fit() on the Keras ``backend`` (what a
+    ``KERAS_BACKEND`` patch does to it), "" when it reaches fit() there. The trials never
+    run the script's own code around the model (a saved model is reloaded), so a line
+    only TensorFlow runs (``model(x).numpy()``) is found only this way."""
+    try:
+        capture_script(script, list(args), timeout=timeout,
+                       env=dict(os.environ, KERAS_BACKEND=backend))
+    except InputError as exc:
+        return exc.what
+    return ""
 
 
 def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
@@ -138,4 +156,11 @@ def advise_script(script: str, args: list[str] | tuple[str, ...] = (), *,
                              compile_line=site.get("line"), fit_line=fit.get("line"))
         if patch.diff and not patch.not_patched:
             advice = replace(advice, code="")  # the patch is the change to make
+        backend = advice.recommended.backend
+        if patch.diff and backend != capture.info.get("keras_backend"):
+            failure = fails_before_fit(script, args, backend, setup_timeout)
+            if failure:
+                patch = replace(patch, blockers=[backend_blocker(backend, failure, source)])
+                advice = replace(advice, verdict=advice.verdict + "; your script needs a "
+                                 f"change before it runs on {backend} (see the patch)")
     return ScriptAdvice(capture, advice, patch, snippet, pipeline=pipeline)

@@ -26,7 +26,32 @@ def fit_batch_size(max_depth: int = 8) -> int | None:
                 size = adapter.batch_size
             except Exception:
                 return None
+            if not size:  # tf.data's `.batch(n)` leaves the batch dimension None
+                size = dataset_batch_size(getattr(adapter, "_dataset", None))
             return int(size) if size else None
+    return None
+
+
+def dataset_batch_size(dataset: Any, max_depth: int = 32) -> int | None:
+    """The ``n`` of the last ``.batch(n)`` / ``.padded_batch(n)`` in a ``tf.data``
+    pipeline, walking back from ``dataset`` through its input datasets (best effort:
+    tf.data's ``_batch_size`` and ``_input_dataset`` attributes); None when there is none.
+
+    Keras knows a dataset's batch size only from a static batch dimension, which
+    ``.batch(n)`` without ``drop_remainder=True`` leaves None: samples/s would then be
+    missing for most tf.data pipelines (the tutorials', ``timeseries_dataset_from_array``'s).
+    A ragged last batch makes the figure nominal for that one step.
+    """
+    for _ in range(max_depth):
+        if dataset is None:
+            return None
+        size = getattr(dataset, "_batch_size", None)
+        if size is not None:
+            try:
+                return int(size.numpy() if hasattr(size, "numpy") else size) or None
+            except Exception:  # noqa: BLE001 - a symbolic size: unknown
+                return None
+        dataset = getattr(dataset, "_input_dataset", None)
     return None
 
 

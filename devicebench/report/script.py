@@ -43,9 +43,11 @@ def render_script_advice(result: ScriptAdvice, *, console: Console | None = None
     if patch is None:
         con.print("\n[bold]The change to make[/bold]: none — keep your script as it is.")
         return
+    for blocker in patch.blockers:  # the patched script would fail without this edit
+        con.print(Text.assemble(("\nfirst", "bold yellow"), f": {blocker}"), highlight=False)
     if patch.diff:
         con.print(f"\n[bold]The change to make[/bold] ({'; '.join(patch.changes)}) — "
-                  f"save it as devicebench.patch and run `patch -p0 < devicebench.patch`:",
+                  f"save it as devicebench.patch and run `{patch.command}`:",
                   highlight=False)
         con.print(patch.diff.rstrip("\n"), markup=False, highlight=False)
     if patch.not_patched:

@@ -100,8 +100,8 @@ _APPLICATIONS = ("ResNet", "VGG", "MobileNet", "EfficientNet", "Inception", "Xce
       "`{arg}=` on a layer",
       "Keras 3 warns \"Do not pass an `input_shape`/`input_dim` argument to a layer\": it "
       "builds models from an explicit Input",
-      "make `keras.Input(shape={shape})` the first layer and drop `{arg}=`, e.g. "
-      "`keras.Sequential([keras.Input(shape={shape}), keras.layers.{layer}(...)])`")
+      "make `{ns}.Input(shape={shape})` the first layer and drop `{arg}=`, e.g. "
+      "`{ns}.Sequential([{ns}.Input(shape={shape}), {ns}.layers.{layer}(...)])`")
 def input_shape(ctx: Context) -> None:
     for node in ctx.calls():
         q = ctx.resolve(node.func)
@@ -116,9 +116,13 @@ def input_shape(ctx: Context) -> None:
                     layer[:1].isupper() or rel.startswith("layers.")):
                 value = ast.unparse(kw.value)
                 shape = value if kw.arg == "input_shape" else f"({value},)"
+                # The fix in the script's own spelling: `tf.keras.layers.Flatten(...)`
+                # (TensorFlow's tutorials) gets `tf.keras.Input`, not a `keras` it lacks.
+                spelled = dotted(node.func)
+                ns = spelled.split(".layers.")[0] if ".layers." in spelled else "keras"
                 ctx.add("script.input-shape", "info" if ctx.keras2 else "warning", node,
                         f"fine in keras {ctx.keras_v}, warns in Keras 3" if ctx.keras2 else "",
-                        arg=kw.arg, shape=shape, layer=layer)
+                        arg=kw.arg, shape=shape, layer=layer, ns=ns)
 
 
 @rule("script.run-eagerly",

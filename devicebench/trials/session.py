@@ -114,6 +114,7 @@ class TrialSession:
         model = workload.built_model(keras)
         jit = {"auto": "auto", "on": True, "off": False}[spec.jit]
         model.compile(loss=workload.loss, optimizer=workload.optimizer(keras),
+                      loss_weights=workload.loss_weights,
                       metrics=list(workload.metrics) or None, jit_compile=jit,
                       steps_per_execution=spec.steps_per_execution)
         if req.weights_out:

@@ -56,7 +56,9 @@ class Workload:
             it builds on every backend.
         make_data: ``f(seed) -> TrainData`` with numpy arrays (float32 / int32), seeded
             and deterministic; ``note`` says whether the data is real or synthetic.
-        loss: Keras loss identifier, e.g. ``"mse"``.
+        loss: Keras loss identifier, e.g. ``"mse"`` (or a dict/list of them, one per output).
+        loss_weights: ``compile(loss_weights=...)`` for a model with several outputs (a dict
+            or list of floats, as the script gave them), or None.
         optimizer: ``f(keras) -> optimizer`` (a fresh optimizer each call).
         batch_size: the workload's own batch size.
         flops_per_sample: analytic training FLOPs per sample (forward + backward,
@@ -85,6 +87,7 @@ class Workload:
     default_seed: int = 0
     tags: tuple[str, ...] = ()
     epochs: int | None = None
+    loss_weights: Any = None
 
     def built_model(self, keras: Any) -> Any:
         """``build_model(keras)``, checked: a TypeError that says so when it is not a

@@ -48,6 +48,21 @@ class StopScript(BaseException):
     script's ``except Exception`` must not swallow it)."""
 
 
+def plain_weights(value: Any) -> Any:
+    """``compile(loss_weights=...)`` as JSON keeps it (a float, or a dict or list of
+    floats); None when absent or not made of numbers (then Keras' default, all 1)."""
+    if isinstance(value, dict):
+        out = {str(k): plain_weights(v) for k, v in value.items()}
+        return None if None in out.values() else out
+    if isinstance(value, list | tuple):
+        items = [plain_weights(v) for v in value]
+        return None if None in items else items
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _site(script: str) -> dict[str, Any]:
     """The innermost frame of the stack in ``script`` (else the outermost user frame)."""
     frames = inspect.stack(0)[1:]
@@ -262,6 +277,7 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
                            "compile_site": compiles[-1]["site"] if compiles else {},
                            "compile_kwargs": compiles[-1]["kwargs"] if compiles else [],
                            "compile_jit": compiles[-1]["jit_compile"] if compiles else "'auto'",
+                           "loss_weights": compiles[-1].get("loss_weights") if compiles else None,
                            "keras_backend": keras.backend.backend(),
                            "keras_version": keras.__version__,
                            "model_class": type(model).__name__}
@@ -312,6 +328,9 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
     metrics = compiles[-1]["metrics"] if compiles else []
     recurrent = any(type(layer).__name__ in ("SimpleRNN", "LSTM", "GRU", "RNN")
                     for layer in getattr(model, "layers", []))
+    flat = getattr(model, "_flatten_layers", None)  # nested models' layers too
+    embedding = any(type(layer).__name__ == "Embedding"
+                    for layer in (flat(include_self=False) if flat else model.layers))
     callbacks = [type(c).__name__ for c in (fit_args.get("callbacks") or [])]
     res.update(
         params=int(model.count_params()), batch_size=int(batch),
@@ -324,7 +343,8 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
         fit_kwargs={k: repr(fit_args[k])[:80] for k in FIT_FIELDS if k in fit_args},
         reloadable=not saved_error and not custom and compile_info["loss"] is not None,
         saved_error=saved_error, custom_objects=custom, compile=compile_info,
-        metrics=metrics, weights=len(weights), recurrent=recurrent, script_path=script,
+        metrics=metrics, weights=len(weights), recurrent=recurrent, embedding=embedding,
+        script_path=script,
         timesteps=int(arrays["x"].shape[1]) if recurrent and isinstance(arrays["x"], np.ndarray)
         and arrays["x"].ndim == 3 else None,
         args=list(sys.argv[1:]), **data)
@@ -356,6 +376,7 @@ def run_script(script: str, args: list[str], on_fit: Any) -> dict[str, Any]:
         state["compiles"].append({"site": _site(script), "kwargs": sorted(kw),
                                   "jit_compile": repr(kw.get("jit_compile", "auto")),
                                   "steps_per_execution": kw.get("steps_per_execution", 1),
+                                  "loss_weights": plain_weights(kw.get("loss_weights")),
                                   "metrics": [m for m in metrics if isinstance(m, str)]})
 
     attach_fit(fit_wrapper, compile_hook, who="devicebench advise")

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from devicebench.errors import InputError
+from devicebench.workloads.script_workload import capture_tags
 
-CAPTURE_VERSION = 3  # 3: dicts/lists of arrays, the pipeline's second pass
+CAPTURE_VERSION = 4  # 3: dicts/lists of arrays, the second pass; 4: loss_weights, embedding
 SETUP_TIMEOUT_S = float(os.environ.get("DEVICEBENCH_SETUP_TIMEOUT", "180"))
 VERSIONED = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "devicebench")
 LOOP_MARKERS = (("GradientTape", "a custom tf.GradientTape training loop"),
@@ -256,7 +257,7 @@ def capture_facts(ref: str) -> dict[str, Any]:
     info = json.loads(manifest.read_text(encoding="utf-8"))
     recurrent = bool(info.get("recurrent"))
     return {"workload_batch_size": info.get("batch_size"),
-            "workload_tags": ("recurrent",) if recurrent else (),
+            "workload_tags": capture_tags(info),
             "workload_epochs": info.get("epochs"),
             "workload_timesteps": info.get("timesteps") if recurrent else None}
 
@@ -294,6 +295,21 @@ from devicebench.workloads.script_workload import captured_workload
 def workload():
     return captured_workload(__file__)
 '''
+
+
+def weighting_notes(fit_kwargs: dict[str, str]) -> list[str]:
+    """What the candidates leave out of the script's fit(): its ``class_weight`` or
+    ``sample_weight`` (``fit_kwargs``: the captured fit()'s arguments, as reprs). They
+    all train the unweighted loss, so the loss comparison between them still holds, but
+    the loss figures are not the weighted ones the script's own log prints."""
+    out = []
+    for name in ("class_weight", "sample_weight"):
+        value = fit_kwargs.get(name)
+        if value not in (None, "None"):
+            out.append(f"its fit() passes `{name}`: the candidates train without it "
+                       "(every one alike, so speed-ups and the loss comparison hold; the "
+                       "losses shown are unweighted, not the ones your script's log prints)")
+    return out
 
 
 def capture_script(script: str, args: list[str] | tuple[str, ...] = (), *,
@@ -345,6 +361,7 @@ def capture_script(script: str, args: list[str] | tuple[str, ...] = (), *,
         where = ", ".join(f"{script}:{n}" for n in fits)
         notes.insert(0, f"the script calls fit() more than once ({where}); the first, at "
                         f"{script}:{line}, is the one measured")
+    notes += weighting_notes(info.get("fit_kwargs") or {})
     if not info.get("reloadable"):
         why = info.get("saved_error") or ", ".join(info.get("custom_objects") or [])
         notes.append(f"the saved model cannot be reloaded on its own ({why}): each worker "

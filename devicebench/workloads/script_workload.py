@@ -40,6 +40,27 @@ def _strip_dtypes(config: Any) -> Any:
     return config
 
 
+def capture_tags(info: dict[str, Any]) -> tuple[str, ...]:
+    """The facts the advisor reasons with, from a capture: ``recurrent`` (an RNN layer:
+    a per-timestep loop), ``embedding`` (an Embedding layer: TF's sparse updates)."""
+    return tuple(t for t in ("recurrent", "embedding") if info.get(t))
+
+
+def compile_loss(config: Any, keras: Any) -> Any:
+    """The loss ``compile()`` takes, from the loss a capture serialised: one loss (a name,
+    or a serialised Keras object), or a dict or list of them (a model with several named
+    or listed outputs: ``loss={"priority": ..., "department": ...}``), each rebuilt with
+    ``keras.losses.get``. ``keras.losses.get`` alone refuses such a dict ("Unknown
+    `config` as a `dict`")."""
+    if isinstance(config, dict) and "class_name" in config and "config" in config:
+        return keras.losses.get(config)
+    if isinstance(config, dict):
+        return {k: compile_loss(v, keras) for k, v in config.items()}
+    if isinstance(config, list | tuple):
+        return [compile_loss(v, keras) for v in config]
+    return config  # a name ("mse") or None
+
+
 def _weights(directory: Path) -> list[np.ndarray]:
     with np.load(directory / "weights.npz") as npz:
         return [npz[f"arr_{i}"] for i in range(len(npz.files))]
@@ -101,8 +122,7 @@ def captured_workload(workload_py: str) -> Workload:
     if first is not None:  # the script's own loss object and optimizer class
         loss: Any = first.loss
     else:
-        loss = keras.losses.get(comp["loss"]) if isinstance(comp.get("loss"), dict) \
-            else comp.get("loss")
+        loss = compile_loss(comp.get("loss"), keras)
 
     def optimizer(k: Any) -> Any:
         if first is not None:
@@ -125,4 +145,5 @@ def captured_workload(workload_py: str) -> Workload:
         build_model=build_model, make_data=make_data, loss=loss, optimizer=optimizer,
         batch_size=int(info["batch_size"]), metrics=metrics, epochs=int(info["epochs"]),
         params={"parameters": info.get("params")},
-        tags=("recurrent",) if info.get("recurrent") else ())
+        tags=capture_tags(info),
+        loss_weights=info.get("loss_weights"))
