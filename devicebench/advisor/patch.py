@@ -65,8 +65,13 @@ def backend_blocker(backend: str, failure: str, source: str) -> str:
     script's other ``.numpy()`` calls (never reached) are named too.
 
     Example:
-        >>> backend_blocker("jax", "t.py raised before fit(): AttributeError: ... 'numpy'"
-        ...                 " (at t.py:24)", "y = model(x).numpy()\n")  # doctest: +SKIP
+        >>> src = "import tensorflow as tf\\nm = tf.keras.Sequential()\\ny = m(x).numpy()"
+        >>> line = backend_blocker("jax", "AttributeError: 'Array' object has no attribute "
+        ...                        "'numpy' (at t.py:3)", src)
+        >>> line.split("; ")[1][:60]
+        'change `x.numpy()` to `tf.keras.ops.convert_to_numpy(x)` (an'
+        >>> line.endswith("(the script calls .numpy() at line 3), then apply the patch")
+        True
     """
     line = f"on the {backend} backend your script fails before its fit(): {failure}"
     if "attribute 'numpy'" in failure:
