@@ -12,6 +12,7 @@ to the terminal's own delivery.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -47,6 +48,18 @@ def run_forwarding_signals(command: Sequence[str], env: Mapping[str, str]) -> in
 
 def _wait_linux(proc: subprocess.Popen[bytes]) -> int:
     wanted = set(FORWARDED)
+
+    def stray(signum: int, frame: object) -> None:
+        # Only this (main) thread blocks the signals: a process-directed one that arrives
+        # while it is between two sigtimedwait calls goes to another thread of this
+        # process (a library's own: numpy's OpenBLAS workers), and Python then runs this
+        # handler here instead. Its sender is unknown: a Ctrl-C reached the child itself
+        # when we share the terminal's foreground group; anything else is forwarded.
+        if signum == signal.SIGINT and _terminal_foreground():
+            return
+        proc.send_signal(signum)
+
+    handlers = {s: signal.signal(s, stray) for s in wanted}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
     try:
         while True:
@@ -63,6 +76,23 @@ def _wait_linux(proc: subprocess.Popen[bytes]) -> int:
         while signal.sigtimedwait(wanted, 0) is not None:
             pass  # drain: a late Ctrl-C must not raise in the wrapper after the child
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+
+
+def _terminal_foreground() -> bool:
+    """Whether this process is in the foreground process group of its controlling
+    terminal (where a Ctrl-C signals the whole group, the child included)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY)
+    except OSError:
+        return False  # no controlling terminal
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _wait_portable(proc: subprocess.Popen[bytes]) -> int:  # pragma: no cover - not Linux
