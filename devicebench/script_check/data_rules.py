@@ -143,10 +143,14 @@ def tfdata_serial_map(ctx: Context) -> None:
             calls = [] if body is None else [n for n in walk(
                 body if isinstance(body, list) else [body]) if isinstance(n, ast.Call)]
             cheap = body is not None and all(last_name(n) in _CHEAP for n in calls)
-            ctx.add("script.tfdata-serial-map", "info" if cheap else "warning", c,
+            # A cache() later in the chain keeps the map's output: it runs in epoch 1 only.
+            cached = any(last_name(x) == "cache" for x in seq[seq.index(c) + 1:])
+            ctx.add("script.tfdata-serial-map", "info" if cheap or cached else "warning", c,
                     f"`{ast.unparse(fn)[:40]}` " + (
                         "only casts or reshapes: cheap, but still one element at a time"
-                        if cheap else "is mapped with no `num_parallel_calls`"),
+                        if cheap else "is mapped with no `num_parallel_calls`")
+                    + ("; a later `cache()` keeps its output, so this costs the first epoch "
+                       "only" if cached else ""),
                     fn=ast.unparse(fn)[:40],
                     cost="its per-element work" if cheap else "parsing and decoding each "
                     "element on one thread")

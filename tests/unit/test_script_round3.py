@@ -216,6 +216,10 @@ def test_tf_data_map_without_num_parallel_calls() -> None:
     assert ids_at(parallel, "script.tfdata-serial-map") == []
     hf = "import datasets\nds = datasets.load_dataset('x').shuffle().map(tokenize)\n"
     assert ids_at(hf, "script.tfdata-serial-map") == []  # not tf.data
+    # a cache() after it: the map runs in the first epoch only (TF's distributed tutorial)
+    cached = source.replace("ds = ds.map(parse)", "ds = ds.map(parse).cache()")
+    assert ids_at(cached, "script.tfdata-serial-map", "warning") == []
+    assert ids_at(cached, "script.tfdata-serial-map", "info") == [11, 12]
 
 
 def test_tensor_given_where_torch_takes_a_python_scalar_syncs() -> None:
