@@ -9,8 +9,8 @@ import copy
 import json
 from pathlib import Path
 
-from devicebench.env.checks import load_knowledge, run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from devicebench.env.checks import load_knowledge
+from tests.unit.env_cases import finding_ids as _ids
 
 _DIR = Path(__file__).resolve().parent.parent / "fixtures" / "env_corpus"
 ROUND3 = {c["url"].split("github.com/")[-1]: c
@@ -19,10 +19,6 @@ ROUND3 = {c["url"].split("github.com/")[-1]: c
 
 def _raw(key: str) -> dict:
     return copy.deepcopy(ROUND3[key]["raw"])
-
-
-def _ids(raw: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(raw))}
 
 
 def test_a_wheel_for_a_newer_macos_is_an_error_with_a_reinstall() -> None:

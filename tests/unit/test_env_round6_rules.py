@@ -3,24 +3,14 @@ must stay silent, replayed from raw probe inputs (``snapshot_from_raw``)."""
 
 from __future__ import annotations
 
-import copy
 import json
-from pathlib import Path
 
 from devicebench.env.checks import run_checks
 from devicebench.env.interpret import snapshot_from_raw
 from devicebench.env.messages import reported_facts
-
-_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "env_corpus"
-
-
-def _case(name: str, url_end: str) -> dict:
-    cases = json.loads((_DIR / f"{name}.json").read_text(encoding="utf-8"))["cases"]
-    return copy.deepcopy(next(c for c in cases if c["url"].endswith(url_end))["raw"])
-
-
-def _ids(raw: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(raw))}
+from tests.unit.env_cases import CORPUS as _DIR
+from tests.unit.env_cases import case_raw as _case
+from tests.unit.env_cases import finding_ids as _ids
 
 
 def _linux(**host) -> dict:

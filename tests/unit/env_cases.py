@@ -1,0 +1,25 @@
+"""Shared by the doctor's rule tests: a corpus case's raw probe inputs, and the findings the
+doctor gives when they are replayed through the probe's own interpretation."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from devicebench.env.checks import run_checks
+from devicebench.env.finding import Finding
+from devicebench.env.interpret import snapshot_from_raw
+
+CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "env_corpus"
+
+
+def case_raw(corpus: str, url_end: str) -> dict:
+    """A copy of the raw inputs of the case in ``CORPUS/<corpus>.json`` whose URL ends so."""
+    cases = json.loads((CORPUS / f"{corpus}.json").read_text(encoding="utf-8"))["cases"]
+    return copy.deepcopy(next(c for c in cases if c["url"].endswith(url_end))["raw"])
+
+
+def finding_ids(raw: dict) -> dict[str, Finding]:
+    """The doctor's findings on ``raw`` replayed, by id."""
+    return {f.id: f for f in run_checks(snapshot_from_raw(raw))}
