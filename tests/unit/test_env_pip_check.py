@@ -68,6 +68,16 @@ def test_an_extra_counts_only_when_its_packages_are_installed() -> None:
     assert "tensorflow<2.16" in f.fix and "tensorflow-io 0.36.0" in f.title
 
 
+def test_no_downgrade_is_offered_that_has_no_wheels_for_the_recorded_python() -> None:
+    reqs = {"tensorflow-io": ['tensorflow<2.16.0,>=2.15.0; extra == "tensorflow"']}
+    dists = {"tensorflow-io": "0.36.0", "tensorflow": "2.16.1"}
+    [f] = _pip(_raw(python="3.12.3", distributions=dists, requires=reqs))
+    assert "pip install 'tensorflow<2.16" not in f.fix  # TF 2.15 has no Python 3.12 wheels
+    assert f.fix.startswith("install the tensorflow-io release") and "3.12" in f.fix
+    [f] = _pip(_raw(python="3.11.8", distributions=dists, requires=reqs))
+    assert f.fix.startswith("pip install 'tensorflow<2.16.0,>=2.15.0'")
+
+
 def test_an_extra_that_only_repins_a_base_requirement_is_not_taken_as_installed() -> None:
     # jax's own metadata: an installed jaxlib is no sign of the "minimum-jaxlib" extra.
     reqs = {"jax": ["jaxlib<=0.10.2,>=0.10.1", 'jaxlib==0.10.1; extra == "minimum-jaxlib"']}

@@ -125,15 +125,42 @@ def compact(name: str, spec: SpecifierSet) -> str:
     return f"{name}~={x}.{y}.{z[0]}"
 
 
-def _conflict(owner: str, owner_v: str, req: Requirement, have: str, os_name: str) -> Finding:
+def no_wheels_for(name: str, spec: SpecifierSet, python: str, kb: KB) -> str:
+    """The Python range of the releases ``spec`` allows when none of them has wheels for
+    ``python`` (TensorFlow's and PyTorch's support tables), else "" (installable or unknown).
+
+    Example:
+        >>> no_wheels_for("tensorflow", SpecifierSet(">=2.15.0,<2.16.0"), "3.12",
+        ...               {"tensorflow_python": {"releases": {"2.15": ">=3.9,<3.12"}}})
+        '>=3.9,<3.12'
+    """
+    table = kb.get(f"{name}_python", {}).get("releases", {})
+    ranges = [py for minor, py in table.items()
+              if any(spec.contains(f"{minor}.{patch}", prereleases=True) for patch in range(10))]
+    if not ranges or not python:
+        return ""
+    try:
+        fits = any(SpecifierSet(r).contains(python) for r in ranges)
+    except InvalidVersion:
+        return ""
+    return "" if fits else " or ".join(dict.fromkeys(ranges))
+
+
+def _conflict(owner: str, owner_v: str, req: Requirement, have: str, snap: EnvSnapshot,
+              kb: KB) -> Finding:
+    os_name = snap.host.os
+    python = ".".join(snap.host.python_version.split(".")[:2])
     name, spec = _norm(req.name), req.specifier
     exact = len(spec) == 1 and next(iter(spec)).operator in ("==", "===") \
         and "*" not in str(spec)
     error = exact and name in _COMPILED_AGAINST and not name.startswith(owner)
     short = compact(name, spec)
+    other = f"install the {owner} release whose requirement {name} {have} meets"
+    no_wheels = no_wheels_for(name, spec, python, kb)
     fix = (f"pip install '{name}{spec}'  # " + (f"= {short}, " if short else "")
-           + f"what {owner} {owner_v} requires; or install the {owner} release whose "
-             f"requirement {name} {have} meets")
+           + f"what {owner} {owner_v} requires; or {other}" if not no_wheels else
+           f"{other}  # {name}{spec} has no wheels for Python {python} (it supports "
+           f"Python {no_wheels})")
     why = (f"{owner} {owner_v} declares that it needs {name}{spec}"
            + (f" on {os_name}" if req.marker is not None and os_name else "")
            + f"; {name} {have} is outside that range, so pip check reports it. pip installs "
@@ -192,7 +219,7 @@ def check_pip_requirements(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                     continue
             except InvalidVersion:
                 continue
-            out.append(_conflict(owner, owner_v, req, have, snap.host.os))
+            out.append(_conflict(owner, owner_v, req, have, snap, kb))
     return out
 
 
