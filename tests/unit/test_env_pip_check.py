@@ -140,3 +140,12 @@ def test_a_real_recording_of_the_cpu_vm_stays_silent() -> None:
     doc = json.loads((FIXTURES / "raw/linux_cpu_vm_requires.json").read_text("utf-8"))
     assert len(doc["requires"]) > 20
     assert check_pip_requirements(snapshot_from_raw(doc), {}) == []
+
+
+def test_the_raw_document_carries_requires_and_replays_them() -> None:
+    """The live raw document (host layer only, no framework imported) holds the requirements
+    and snapshot_from_raw gives them back unchanged: what a recording replays is what was read."""
+    from devicebench.env.probe import read_raw_environment
+
+    doc = read_raw_environment([])
+    assert doc["requires"] and snapshot_from_raw(doc).requires == doc["requires"]
