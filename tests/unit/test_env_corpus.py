@@ -29,8 +29,7 @@ written with the case before any rule for it:
   committed before any check ran on it) splits it into ``round6_dev``, which round 6's
   rules were written against, and ``round6_heldout``, scored once (9/13), then studied.
 * ``round7_cases.json`` (30): ``round7_split.json`` (seed 2031, committed before any check
-  ran on it) into ``round7_dev`` (round 7's rules) and ``round7_heldout``, scored once
-  (8/15), then studied (round 8: the installed packages' own requirements, "pip check").
+  ran on it) into ``round7_dev`` and ``round7_heldout``, scored once (8/15), then seen.
 
 Run with ``-s`` to see the figures.
 """
@@ -102,8 +101,7 @@ ROUND6_DEV_DIAGNOSED_AT_LEAST = 11  # of 12 (before its rules: 6/12)
 ROUND6_HELDOUT_DIAGNOSED_AT_LEAST = 12  # of 13 after round 7's rules (seen)
 # round7_cases.json (30), split by round7_split.json before any check ran on it:
 ROUND7_DEV_DIAGNOSED_AT_LEAST = 14  # of 15 (before its rules: 10/15)
-# round7_heldout was scored once, untouched, at 8/15 (53%) on 2026-12-01; its misses were then
-# studied (round 8: pip check, Requires-Dist transcribed for 2 cases), so it is seen now.
+# round7_heldout: scored once, untouched, at 8/15 (53%) on 2026-12-01, then seen (round 8)
 ROUND7_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 15 after round 8's pip check (seen)
 
 
