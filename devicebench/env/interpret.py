@@ -144,7 +144,8 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
     ``frameworks`` (per framework: the worker's ``status``, JSON ``result`` and
     ``stderr``), ``wheel_lib_listing`` / ``ld_path_listing`` (directory -> file names: the
     wheels' ``nvidia/*/lib`` and the LD_LIBRARY_PATH directories), ``rocminfo`` and
-    ``wheel_platform_tags`` (distribution -> the macOS platform tag of its WHEEL file).
+    ``wheel_platform_tags`` (distribution -> the macOS platform tag of its WHEEL file) and
+    ``requires`` (distribution -> its Requires-Dist lines; absent in older recordings).
     Test fixtures are built this way so they cannot drift from the probe.
     """
     host_doc = dict(doc.get("host", {}))
@@ -178,6 +179,7 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
         wheel_cuda_libs=cuda_libs_in_dirs(doc.get("wheel_lib_listing", {})),
         ld_path_cuda_libs=cuda_libs_in_dirs(doc.get("ld_path_listing", {})),
         wheel_platform_tags=dict(doc.get("wheel_platform_tags", {})),
+        requires={str(k): [str(r) for r in v] for k, v in doc.get("requires", {}).items()},
         frameworks=frameworks,
         process=dict(doc.get("process", {})),
     )

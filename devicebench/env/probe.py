@@ -195,6 +195,29 @@ def probe_distributions() -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+# Bounds on what read_requirements keeps (a broken METADATA file must not bloat a snapshot).
+MAX_REQUIRES_PER_DIST = 200
+MAX_REQUIRE_CHARS = 300
+
+
+def read_requirements() -> dict[str, list[str]]:
+    """Every installed distribution's ``Requires-Dist`` lines, verbatim
+    (``importlib.metadata.requires``; normalised names, the first one found on sys.path wins
+    as in :func:`probe_distributions`): what ``pip check`` compares with the installed
+    versions. Bounded per distribution; distributions without requirements are left out."""
+    found: dict[str, list[str]] = {}
+    for dist in md.distributions():
+        name = _normalise(dist.metadata.get("Name") or "")
+        if not name or name in found:
+            continue
+        try:
+            lines = dist.requires or []
+        except Exception:  # noqa: BLE001 - an unreadable METADATA is no requirement
+            lines = []
+        found[name] = [str(r)[:MAX_REQUIRE_CHARS] for r in lines[:MAX_REQUIRES_PER_DIST]]
+    return {k: v for k, v in sorted(found.items()) if v}
+
+
 def probe_blas() -> BlasInfo:
     """numpy's BLAS from ``numpy.show_config(mode="dicts")`` (numpy >= 1.26)."""
     try:
@@ -270,6 +293,7 @@ def probe_host_layer() -> EnvSnapshot:
         ld_path_cuda_libs=cuda_libs_in_dirs(read_ld_path_listing(ld_path)),
         wheel_platform_tags=read_wheel_platform_tags(),
         distributions=probe_distributions(),
+        requires=read_requirements(),
         keras_config_backend=keras_config_backend(),
         blas=probe_blas(),
         nvidia_smi=probe_nvidia_smi(),
@@ -349,6 +373,7 @@ def read_raw_environment(frameworks: Iterable[str] | None = None, *,
         "ld_path_listing": read_ld_path_listing(os.environ.get("LD_LIBRARY_PATH", "")),
         "wheel_platform_tags": read_wheel_platform_tags(),
         "distributions": distributions,
+        "requires": read_requirements(),
         "env_vars": {k: os.environ[k] for k in TRACKED_ENV_VARS if k in os.environ},
         "keras_config_backend": keras_config_backend(),
         "blas": dataclasses.asdict(probe_blas()),

@@ -219,6 +219,9 @@ class EnvSnapshot:
     # The macOS platform tag of each installed binary wheel (its dist-info WHEEL file):
     # "macosx_26_0_arm64" says the wheel was built for macOS 26.
     wheel_platform_tags: dict[str, str] = field(default_factory=dict)
+    # Each installed distribution's own Requires-Dist lines, verbatim (what "pip check" reads);
+    # {} in snapshots recorded before they were kept.
+    requires: dict[str, list[str]] = field(default_factory=dict)
     frameworks: dict[str, FrameworkProbe] = field(default_factory=dict)
     # State read inside the user's own process (devicebench.env.probe.read_process_state),
     # {} when doctor runs apart: the device masks then, and what the frameworks saw.

@@ -62,6 +62,7 @@ from devicebench.env.checks.installs import (
     check_windows_dll_load,
     check_wsl_libcuda,
 )
+from devicebench.env.checks.pip_check import check_pip_requirements, drop_covered
 from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
     check_driver_older_than_ptxas,
@@ -149,6 +150,7 @@ CHECKS: list[Check] = [
     check_xla_off_apple,
     check_onednn,
     check_other_backends,
+    check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 
 
@@ -212,5 +214,5 @@ def run_checks(snapshot: EnvSnapshot, kb: dict[str, Any] | None = None) -> list[
     # Fixes are printed for this machine: shell syntax of its platform, and never a package
     # that does not exist for it (a check that proposed one is a bug; say so instead).
     findings = [dataclasses.replace(f, fix=_checked_fix(f.fix, snapshot, knowledge))
-                for f in defer_generic_fixes(findings)]
+                for f in drop_covered(defer_generic_fixes(findings))]
     return sort_findings(findings)
