@@ -680,6 +680,7 @@ def test_every_recorded_raw_fixture_is_covered() -> None:
         "linux_tf23_cudnn8_system",
         "linux_jupyter_conda_libs_tf212",
         "linux_cpu_vm_tf_jax_torch",
+        "linux_cpu_vm_requires",  # this VM's Requires-Dist (tests/unit/test_env_pip_check.py)
     }
     for p in RAW.glob("*.json"):
         assert "source" in p.read_text()
