@@ -97,6 +97,7 @@ def test_a_too_long_workload_path_is_one_line():
 
 # -- 2. the store locked at commit time: the result is returned, set aside, imported ----
 
+@pytest.mark.slow  # test_hostile_store holds the locked store (set aside, imported) without TF
 @requires_jax
 def test_a_store_locked_at_commit_time_loses_nothing(tmp_path, monkeypatch):
     import devicebench

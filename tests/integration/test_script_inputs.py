@@ -56,6 +56,7 @@ def test_named_inputs_are_captured_measured_and_listed_in_history(tmp_path: Path
     assert json.loads(shown.stdout)["runs"][0]["scripts"][0]["capture_dir"] == str(cap.directory)
 
 
+@pytest.mark.slow  # test_user_scripts: a two-output model's steps equal the plain script's
 @requires_jax
 def test_lists_of_inputs_and_outputs_train_as_the_plain_script_does(tmp_path: Path) -> None:
     """Two inputs and two outputs as lists: the captured workload's first steps equal a
