@@ -18,6 +18,7 @@ import pytest
 
 from devicebench.workloads.script import capture_script
 from tests.conftest import requires_jax, requires_tf
+from tests.integration.plain_run import captured_and_plain_losses
 
 # The fixture scripts, the per-test capture cache and the copy helper: test_script_capture's.
 from tests.integration.test_script_capture import ROOT, SCRIPTS, _cache, _copy  # noqa: F401
@@ -71,27 +72,8 @@ def test_lists_of_inputs_and_outputs_train_as_the_plain_script_does(tmp_path: Pa
         "cut = lambda v, i: [a[i*16:(i+1)*16] for a in v]\n"
         "print('LOSSES', json.dumps([first(m.train_on_batch(cut(x, i), cut(y, i)))"
         " for i in range(3)]))\n")
-    captured = (
-        "import json, keras\n"
-        "from devicebench.workloads.loader import load_workload\n"
-        f"w = load_workload({cap.ref!r}); m = w.build_model(keras)\n"
-        "m.compile(loss=w.loss, optimizer=w.optimizer(keras)); d = w.make_data(0)\n"
-        "x, y = d.x, d.y\n" + steps)
-    plain = (
-        "import json, runpy, sys, numpy as np, keras\n"
-        f"npz = np.load({str(cap.directory / 'weights.npz')!r})\n"
-        "def fit(m, x, y, **kw):\n"
-        "    m.set_weights([npz[f'arr_{i}'] for i in range(len(npz.files))])\n"
-        + "".join("    " + line + "\n" for line in steps.splitlines()) +
-        "    sys.exit(0)\n"
-        "keras.Model.fit = fit\n"
-        f"runpy.run_path({script!r}, run_name='__main__')\n")
-    got = []
-    for code in (captured, plain):
-        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, timeout=120, check=False, cwd=tmp_path)
-        assert res.returncode == 0, res.stderr[-2000:]
-        got.append(json.loads(res.stdout.split("LOSSES ")[-1]))
+    got = captured_and_plain_losses(cap, script, steps, env, tmp_path)
+    assert len(got) == 2
     assert len(got[0]) == 3 and all(np.isfinite(got[0]))
     np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
 

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from devicebench.jobs.advise_script import fails_before_fit
 from devicebench.trials.spec import TrialSpec
 from devicebench.workloads.script import capture_script
 from tests.conftest import requires_jax, requires_tf
+from tests.integration.plain_run import captured_and_plain_losses
 from tests.integration.test_advise_script import requires_patch
 
 # The fixture scripts, the per-test capture cache and the copy helper: test_script_capture's.
@@ -39,25 +39,7 @@ def test_a_dict_of_loss_objects_with_loss_weights_trains_as_the_script_does(
         "if isinstance(v, dict) else v[i*16:(i+1)*16]\n"
         "print('LOSSES', json.dumps([float(m.train_on_batch(cut(x, i), cut(y, i))[0])"
         " for i in range(3)]))\n")
-    captured = (  # compiled as the trial session compiles a workload
-        "import json, runpy, sys, numpy as np, keras\n"
-        "from devicebench.workloads.loader import load_workload\n"
-        f"w = load_workload({cap.ref!r}); m = w.build_model(keras)\n"
-        "m.compile(loss=w.loss, loss_weights=w.loss_weights, optimizer=w.optimizer(keras))\n"
-        "d = w.make_data(0); x, y = d.x, d.y\n" + steps)
-    plain = (  # then, in the same process, the script's own compile from the same weights
-        f"npz = np.load({str(cap.directory / 'weights.npz')!r})\n"
-        "def fit(m, x, y, **kw):\n"
-        "    m.set_weights([npz[f'arr_{i}'] for i in range(len(npz.files))])\n"
-        + "".join("    " + line + "\n" for line in steps.splitlines()) +
-        "    sys.exit(0)\n"
-        "keras.Model.fit = fit\n"
-        f"runpy.run_path({script!r}, run_name='__main__')\n")
-    res = subprocess.run([sys.executable, "-c", captured + plain], env=env,
-                         capture_output=True, text=True, timeout=120, check=False,
-                         cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-2000:]
-    got = [json.loads(part.splitlines()[0]) for part in res.stdout.split("LOSSES ")[1:]]
+    got = captured_and_plain_losses(cap, script, steps, env, tmp_path)
     assert len(got) == 2 and len(got[0]) == 3 and all(np.isfinite(got[0]))
     np.testing.assert_allclose(got[0], got[1], rtol=1e-6)
 
