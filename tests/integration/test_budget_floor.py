@@ -10,6 +10,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_one_line_error, requires_jax, requires_tf, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +26,7 @@ def _runs(db: Path) -> int:
         con.close()
 
 
+@pytest.mark.slow  # test_budget_hold holds the overrun's line and the stored floor's refusal
 @requires_tf
 @requires_jax
 def test_a_budget_below_the_measured_least_is_refused_up_front(tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from devicebench.measure.stats import paired_ratio, process_medians
 from devicebench.trials.engine import RunOptions, TrialGroup
 from devicebench.trials.spec import TrialSpec
@@ -14,6 +16,7 @@ from tests.conftest import requires_jax
 W = str(Path(__file__).resolve().parents[1] / "fixtures" / "workloads.py")
 
 
+@pytest.mark.slow  # test_run's runs measure every trial in its processes; unit tests the CI
 @requires_jax
 def test_two_real_processes_per_trial_tag_their_blocks():
     a = TrialSpec(f"{W}:tiny", backend="jax")
