@@ -13,7 +13,6 @@ import importlib.metadata as md
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from packaging.utils import canonicalize_name
 
 from devicebench import __version__
 from devicebench.backends import FRAMEWORK_DISTRIBUTIONS, FRAMEWORKS
@@ -180,7 +180,7 @@ def read_ld_path_listing(ld_library_path: str) -> dict[str, list[str]]:
 
 
 def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)  # PEP 503: runs of -_. as one -, lower case
 
 
 def probe_distributions() -> dict[str, str]:

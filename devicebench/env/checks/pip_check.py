@@ -22,6 +22,7 @@ import re
 from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from devicebench.env.checks._util import KB
@@ -41,13 +42,9 @@ _COMPILED_AGAINST = {"torch", "tensorflow", "tensorflow-cpu", "tensorflow-gpu",
 _SYS_PLATFORM = {"Linux": "linux", "Darwin": "darwin", "Windows": "win32"}
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def is_ml(name: str) -> bool:
     """A framework, a framework component or an add-on, by its distribution name."""
-    return _norm(name).startswith(_ML_PREFIXES)
+    return canonicalize_name(name).startswith(_ML_PREFIXES)
 
 
 def marker_environment(host: HostInfo) -> dict[str, str]:
@@ -90,14 +87,15 @@ def _active_extras(reqs: list[Requirement], env: dict[str, str],
     """The extras the install evidently used: every package the extra names is installed and
     at least one of them is not a base requirement (jax's "minimum-jaxlib" extra only re-pins
     the jaxlib jax always needs: an installed jaxlib is no sign of it)."""
-    base = {_norm(r.name) for r in reqs if r.marker is None or "extra" not in str(r.marker)}
+    base = {canonicalize_name(r.name) for r in reqs
+            if r.marker is None or "extra" not in str(r.marker)}
     names: dict[str, set[str]] = {}
     for req in reqs:
         if req.marker is None or "extra" not in str(req.marker):
             continue
         for extra in re.findall(r"""extra\s*==\s*["']([^"']+)["']""", str(req.marker)):
             if _applies(req.marker, env, {extra}) and not _applies(req.marker, env, set()):
-                names.setdefault(extra, set()).add(_norm(req.name))
+                names.setdefault(extra, set()).add(canonicalize_name(req.name))
     return {e for e, pkgs in names.items()
             if pkgs and pkgs <= set(installed) and pkgs - base}
 
@@ -150,7 +148,7 @@ def _conflict(owner: str, owner_v: str, req: Requirement, have: str, snap: EnvSn
               kb: KB) -> Finding:
     os_name = snap.host.os
     python = ".".join(snap.host.python_version.split(".")[:2])
-    name, spec = _norm(req.name), req.specifier
+    name, spec = canonicalize_name(req.name), req.specifier
     exact = len(spec) == 1 and next(iter(spec)).operator in ("==", "===") \
         and "*" not in str(spec)
     error = exact and name in _COMPILED_AGAINST and not name.startswith(owner)
@@ -177,7 +175,7 @@ def _conflict(owner: str, owner_v: str, req: Requirement, have: str, snap: EnvSn
 
 
 def _missing(owner: str, owner_v: str, req: Requirement) -> Finding:
-    name = _norm(req.name)
+    name = canonicalize_name(req.name)
     return Finding(
         "install.requirement-missing", "warning",
         f"{owner} {owner_v} requires {name}, which is not installed",
@@ -193,18 +191,18 @@ def check_pip_requirements(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     side is a framework, a framework component or an add-on (``pip check``)."""
     if not snap.requires:
         return []
-    installed = {_norm(k): v for k, v in snap.distributions.items()}
+    installed = {canonicalize_name(k): v for k, v in snap.distributions.items()}
     env = marker_environment(snap.host)
     out = []
     for owner_raw, lines in sorted(snap.requires.items()):
-        owner = _norm(owner_raw)
+        owner = canonicalize_name(owner_raw)
         owner_v = installed.get(owner, "")
         if not owner_v:
             continue
         reqs = _parsed(lines)
         extras = _active_extras(reqs, env, installed)
         for req in reqs:
-            name = _norm(req.name)
+            name = canonicalize_name(req.name)
             if name == owner or not _applies(req.marker, env, extras):
                 continue
             have = installed.get(name, "")
