@@ -40,10 +40,12 @@ _RANDOM_IN_TRAINING = {
 _RNN_CELL_ATTRS = ("dropout", "recurrent_dropout")
 
 
-def _all_layers(model: Any) -> list[Any]:
+def all_layers(model: Any) -> list[Any]:
+    """Every layer of ``model``, nested models' and sublayers included, once (Keras 3's
+    ``_flatten_layers``; else the top-level ``layers``)."""
     flatten = getattr(model, "_flatten_layers", None)
-    if flatten is not None:  # Keras 3: every nested layer and sublayer, once
-        return [layer for layer in flatten(include_self=False, recursive=True)]
+    if flatten is not None:
+        return list(flatten(include_self=False, recursive=True))
     return list(getattr(model, "layers", ()))
 
 
@@ -79,7 +81,7 @@ def suspend_random_layers(model: Any) -> Any:
     """
     saved: list[tuple[Any, str, Any]] = []
     calls: list[Any] = []
-    for layer in _all_layers(model):
+    for layer in all_layers(model):
         names = _RANDOM_IN_TRAINING.get(type(layer).__name__, ())
         targets = [(layer, n) for n in names]
         cell = getattr(layer, "cell", None)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from devicebench.backends._keras import all_layers
 from devicebench.workloads.arrays import (
     check_flat,
     concat,
@@ -328,9 +329,7 @@ def capture(model: Any, original: Any, args: tuple, kwargs: dict, out_dir: Path,
     metrics = compiles[-1]["metrics"] if compiles else []
     recurrent = any(type(layer).__name__ in ("SimpleRNN", "LSTM", "GRU", "RNN")
                     for layer in getattr(model, "layers", []))
-    flat = getattr(model, "_flatten_layers", None)  # nested models' layers too
-    embedding = any(type(layer).__name__ == "Embedding"
-                    for layer in (flat(include_self=False) if flat else model.layers))
+    embedding = any(type(layer).__name__ == "Embedding" for layer in all_layers(model))
     callbacks = [type(c).__name__ for c in (fit_args.get("callbacks") or [])]
     res.update(
         params=int(model.count_params()), batch_size=int(batch),
