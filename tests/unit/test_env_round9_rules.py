@@ -128,3 +128,43 @@ def test_tensorflow_io_of_the_same_minor_or_unlisted_stays_silent() -> None:
                   {"tensorflow": "2.11.0", "tensorflow-io": "0.29.0"},
                   {"tensorflow": "2.14.0", "tensorflow-io": "0.35.0"}):  # no verified row
         assert "stack.addon-built-for-other-release" not in _ids(_raw(dists, gpu=False)), dists
+
+
+def test_a_jaxlib_newer_than_a_pinned_jax_offers_both_directions() -> None:
+    doc = _raw({"jax": "0.4.20", "jaxlib": "0.4.31"}, gpu=False)
+    f = _ids(doc)["stack.release-skew"]
+    assert f.fix.startswith("pip install 'jax==0.4.31'")
+    assert "pip install 'jaxlib==0.4.20'" in f.fix  # keeping the jax a project pins
+    # an older jaxlib is fixed in one direction only: jax's release
+    said = _raw({"jax": "0.4.30", "jaxlib": "0.4.26"}, gpu=False)
+    said["frameworks"] = {"jax": {"status": "error", "stderr": "RuntimeError: jaxlib is version "
+                                  "0.4.26, but this version of jax requires version >= 0.4.30.\n"}}
+    older = _ids(said)["stack.release-skew"]
+    assert older.fix.startswith("pip install -U 'jaxlib==0.4.30'") and "jax==" not in older.fix
+    assert "stack.release-skew" not in _ids(_raw({"jax": "0.4.31", "jaxlib": "0.4.31"}, gpu=False))
+
+
+def _wsl(dists: dict, ldconfig: str) -> dict:
+    doc = _raw(dists)
+    doc["host"]["kernel_release"] = "5.15.90.1-microsoft-standard-WSL2"
+    doc["ldconfig"] = ldconfig
+    return doc
+
+
+WSL_LDCONFIG = "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/wsl/lib/libcuda.so.1\n"
+
+
+def test_an_old_bitsandbytes_under_wsl2_is_pointed_at_usr_lib_wsl_lib() -> None:
+    f = _ids(_wsl({"torch": "2.0.0+cu117", "bitsandbytes": "0.37.2"}, WSL_LDCONFIG))[
+        "cuda.loader-cannot-find"]
+    assert "bitsandbytes 0.37.2" in f.title and "libcuda.so" in f.title
+    assert f.fix.startswith("export LD_LIBRARY_PATH=/usr/lib/wsl/lib")
+
+
+def test_bitsandbytes_stays_silent_off_wsl_when_found_or_newer() -> None:
+    linux = _raw({"torch": "2.0.0+cu117", "bitsandbytes": "0.37.2"})
+    linux["ldconfig"] = WSL_LDCONFIG.replace("/usr/lib/wsl/lib", "/usr/lib/x86_64-linux-gnu")
+    assert "cuda.loader-cannot-find" not in _ids(linux)  # native Linux: not this entry
+    found = WSL_LDCONFIG + "\tlibcuda.so (libc6,x86-64) => /usr/lib/wsl/lib/libcuda.so\n"
+    assert "cuda.loader-cannot-find" not in _ids(_wsl({"bitsandbytes": "0.37.2"}, found))
+    assert "cuda.loader-cannot-find" not in _ids(_wsl({"bitsandbytes": "0.45.0"}, WSL_LDCONFIG))
