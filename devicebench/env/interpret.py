@@ -145,7 +145,8 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
     ``stderr``), ``wheel_lib_listing`` / ``ld_path_listing`` (directory -> file names: the
     wheels' ``nvidia/*/lib`` and the LD_LIBRARY_PATH directories), ``rocminfo`` and
     ``wheel_platform_tags`` (distribution -> the macOS platform tag of its WHEEL file) and
-    ``requires`` (distribution -> its Requires-Dist lines; absent in older recordings).
+    ``requires`` (distribution -> its Requires-Dist lines; absent in older recordings) and
+    ``conda_meta_listing`` (the record names in a conda env's ``conda-meta/``).
     Test fixtures are built this way so they cannot drift from the probe.
     """
     host_doc = dict(doc.get("host", {}))
@@ -180,9 +181,26 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
         ld_path_cuda_libs=cuda_libs_in_dirs(doc.get("ld_path_listing", {})),
         wheel_platform_tags=dict(doc.get("wheel_platform_tags", {})),
         requires={str(k): [str(r) for r in v] for k, v in doc.get("requires", {}).items()},
+        conda_builds=conda_builds_from_listing(doc.get("conda_meta_listing", [])),
         frameworks=frameworks,
         process=dict(doc.get("process", {})),
     )
+
+
+def conda_builds_from_listing(names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """conda-meta record names (``<name>-<version>-<build>.json``; conda allows no ``-`` in a
+    version or build string) into ``{name: {"version": ..., "build": ...}}``.
+
+    Example:
+        >>> conda_builds_from_listing(["pyg-2.5.0-py311_torch_2.2.0_cpu.json", "history"])
+        {'pyg': {'version': '2.5.0', 'build': 'py311_torch_2.2.0_cpu'}}
+    """
+    found: dict[str, dict[str, str]] = {}
+    for name in names:
+        parts = str(name).removesuffix(".json").rsplit("-", 2)
+        if str(name).endswith(".json") and len(parts) == 3 and all(parts):
+            found[parts[0]] = {"version": parts[1], "build": parts[2]}
+    return dict(sorted(found.items()))
 
 
 def nvidia_smi_from_output(header: str | None, rows: str | None, output: str = "") -> NvidiaSmi:

@@ -28,6 +28,7 @@ from devicebench import __version__
 from devicebench.backends import FRAMEWORK_DISTRIBUTIONS, FRAMEWORKS
 from devicebench.env.interpret import (
     RawHost,
+    conda_builds_from_listing,
     cuda_libs_from_ldconfig,
     cuda_libs_in_dir,
     cuda_libs_in_dirs,
@@ -118,6 +119,19 @@ def read_env_lib_listing(prefix: str, conda_env: bool) -> list[str]:
         return []
     try:
         return sorted(os.listdir(Path(prefix, "lib")))
+    except OSError:
+        return []
+
+
+def read_conda_meta_listing(prefix: str, conda_env: bool) -> list[str]:
+    """The record names in a conda environment's ``conda-meta/`` ([] outside conda): each is
+    ``<name>-<version>-<build>.json``, and the build string tells a package's CPU and CUDA
+    builds apart (``py311_torch_2.2.0_cpu``), which its dist-info does not. Names only: the
+    records themselves can be megabytes each."""
+    if not (conda_env and prefix):
+        return []
+    try:
+        return sorted(n for n in os.listdir(Path(prefix, "conda-meta")) if n.endswith(".json"))
     except OSError:
         return []
 
@@ -294,6 +308,8 @@ def probe_host_layer() -> EnvSnapshot:
         wheel_platform_tags=read_wheel_platform_tags(),
         distributions=probe_distributions(),
         requires=read_requirements(),
+        conda_builds=conda_builds_from_listing(
+            read_conda_meta_listing(host.python_prefix, host.conda_env)),
         keras_config_backend=keras_config_backend(),
         blas=probe_blas(),
         nvidia_smi=probe_nvidia_smi(),
@@ -369,6 +385,7 @@ def read_raw_environment(frameworks: Iterable[str] | None = None, *,
         "nvidia_smi": read_nvidia_smi(),
         "ldconfig": read_ldconfig(),
         "env_lib_listing": read_env_lib_listing(host.python_prefix, host.conda_env),
+        "conda_meta_listing": read_conda_meta_listing(host.python_prefix, host.conda_env),
         "wheel_lib_listing": read_wheel_lib_listing(),
         "ld_path_listing": read_ld_path_listing(os.environ.get("LD_LIBRARY_PATH", "")),
         "wheel_platform_tags": read_wheel_platform_tags(),

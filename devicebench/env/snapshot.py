@@ -222,6 +222,9 @@ class EnvSnapshot:
     # Each installed distribution's own Requires-Dist lines, verbatim (what "pip check" reads);
     # {} in snapshots recorded before they were kept.
     requires: dict[str, list[str]] = field(default_factory=dict)
+    # A conda env's packages (conda-meta record names): name -> its version and build string
+    # ("py311_torch_2.2.0_cpu", "cuda120py311h..."); {} outside conda and in older snapshots.
+    conda_builds: dict[str, dict[str, str]] = field(default_factory=dict)
     frameworks: dict[str, FrameworkProbe] = field(default_factory=dict)
     # State read inside the user's own process (devicebench.env.probe.read_process_state),
     # {} when doctor runs apart: the device masks then, and what the frameworks saw.

@@ -62,6 +62,11 @@ from devicebench.env.checks.installs import (
     check_windows_dll_load,
     check_wsl_libcuda,
 )
+from devicebench.env.checks.pairings import (
+    check_conda_cpu_build,
+    check_keras2_release,
+    check_keras3_addons_on_legacy,
+)
 from devicebench.env.checks.pip_check import check_pip_requirements, drop_covered
 from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
@@ -111,6 +116,7 @@ CHECKS: list[Check] = [
     check_addon_builds,
     check_backend_library_missing,
     check_placeholder_release,
+    check_conda_cpu_build,
     check_build_tags,
     check_windows_dll_load,
     check_windows_import_order,
@@ -138,6 +144,8 @@ CHECKS: list[Check] = [
     check_keras_backend,
     check_legacy_keras,
     check_keras2_addons,
+    check_keras2_release,
+    check_keras3_addons_on_legacy,
     check_windows_no_gpu,
     check_python_supported,
     check_container_no_gpu,

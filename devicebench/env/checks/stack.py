@@ -156,12 +156,16 @@ def check_jax_jaxlib(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         and as_version(jaxlib_b) < as_version(jax_b))
     plugin = next((d for d in sorted(snap.distributions) if d.startswith("jax-cuda")
                    and d.endswith("-plugin")), "")
+    keep_jax = f"pip install -U 'jaxlib=={jax_b}'" + (
+        f" '{plugin}=={jax_b}' '{plugin.replace('-plugin', '-pjrt')}=={jax_b}'"
+        if plugin else "")
     if older_lib:
-        fix = f"pip install -U 'jaxlib=={jax_b}'" + (
-            f" '{plugin}=={jax_b}' '{plugin.replace('-plugin', '-pjrt')}=={jax_b}'"
-            if plugin else "") + "  # jax's release"
+        fix = keep_jax + "  # jax's release"
     else:
-        fix = f"pip install 'jax=={jaxlib_b}'  # jaxlib's release"
+        # Either side can move; a project's requirements usually pin jax (octo#125: jax==0.4.20
+        # pinned, a newer jaxlib pulled in), so keeping jax is offered too.
+        fix = (f"pip install 'jax=={jaxlib_b}'  # jaxlib's release; or keep this jax (a pinned "
+               f"requirement): {keep_jax.replace('-U ', '')}")
     return [Finding(
         "stack.release-skew", "error",
         f"jaxlib {jaxlib_v} is not of the installed jax release ({jax_v})",
