@@ -86,6 +86,8 @@ def one_rerun(args: argparse.Namespace, db: Path) -> Rerun:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
                           timeout=args.timeout)
     out = Rerun(seconds=time.monotonic() - t0)
+    if args.keep:  # the JSON beside the store, for estimators computed afterwards
+        db.with_suffix(".json").write_text(proc.stdout)
     if proc.returncode != 0:
         out.error = (proc.stderr.strip().splitlines() or ["?"])[-1]
         return out
@@ -121,7 +123,9 @@ def start_load(seconds: float) -> subprocess.Popen:
 
 def series(args: argparse.Namespace, label: str) -> list[Rerun]:
     reruns: list[Rerun] = []
-    with tempfile.TemporaryDirectory(prefix="devicebench-cical-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="devicebench-cical-") as scratch:
+        tmp = Path(args.keep) if args.keep else Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
         for i in range(args.k):
             if i and args.gap:
                 time.sleep(args.gap)
@@ -205,6 +209,8 @@ def main() -> None:
                     help="fixed rounds per rerun (default: devicebench's own rule)")
     ap.add_argument("--budget", type=float, default=60.0, help="each rerun's --budget")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per rerun")
+    ap.add_argument("--keep", metavar="DIR", default=None,
+                    help="keep each rerun's store and JSON in DIR (default: a temporary one)")
     ap.add_argument("--no-load", action="store_true", help="quiet series only")
     ap.add_argument("--load-only", action="store_true", help="loaded series only")
     args = ap.parse_args()

@@ -40,7 +40,7 @@ from devicebench.trials.protocol import (
 )
 from devicebench.trials.replication import measure_replicated
 from devicebench.trials.result import TrialResult, fastest_setup_step
-from devicebench.trials.rounds import block_changes, set_blocks_apart, start_replicas
+from devicebench.trials.rounds import block_changes, cut_as, set_blocks_apart, start_replicas
 from devicebench.trials.rounds import bounded_request as _bounded_request
 from devicebench.trials.spec import TrialSpec
 
@@ -330,7 +330,11 @@ class TrialGroup:
                     if level >= len(procs):
                         continue
                     k, worker = procs[level]
-                    request = MeasureRequest(bool(self._whole)).to_message()
+                    # A later process cuts the blocks its trial's first one cut (this
+                    # round's level 0 replied first): one steps_per_block per trial.
+                    request = MeasureRequest(
+                        bool(self._whole),
+                        self.results[spec].steps_per_block if k else None).to_message()
                     if k == 0:
                         msg = self._ask(spec, lambda w=worker, m=request: w.request(
                             m, timeout=options.block_timeout))
@@ -339,6 +343,7 @@ class TrialGroup:
                     else:
                         try:
                             msg = worker.request(request, timeout=options.block_timeout)
+                            cut_as(BlockReply.from_message(msg), self.results[spec])
                         except WorkerFailure as exc:
                             self._drop_replica(worker, spec, k, exc)
                             continue

@@ -99,16 +99,26 @@ class SetupRequest:
 
 @dataclass(frozen=True)
 class MeasureRequest:
-    """Time the next block: whole epochs (``whole_epochs``) or K full batches."""
+    """Time the next block: whole epochs (``whole_epochs``) or K full batches.
+
+    ``steps_per_block``: cut blocks of exactly this many steps — the plan the trial's
+    first process made — instead of planning them from this process's own step estimate
+    (None). Every process of one trial then times the same blocks, so their step times
+    mean the same thing (a trial's blocks share one ``steps_per_block``)."""
 
     whole_epochs: bool = True
+    steps_per_block: int | None = None
 
     def to_message(self) -> dict[str, Any]:
-        return {"cmd": "measure", "whole_epochs": self.whole_epochs}
+        msg: dict[str, Any] = {"cmd": "measure", "whole_epochs": self.whole_epochs}
+        if self.steps_per_block:
+            msg["steps_per_block"] = self.steps_per_block
+        return msg
 
     @classmethod
     def from_message(cls, msg: dict[str, Any]) -> MeasureRequest:
-        return cls(bool(msg.get("whole_epochs", True)))
+        k = msg.get("steps_per_block")
+        return cls(bool(msg.get("whole_epochs", True)), int(k) if k else None)
 
 
 FINISH = {"cmd": "finish"}

@@ -40,6 +40,21 @@ def block_changes(r: TrialResult, reply: BlockReply, rnd: int, replica: int
     return changes
 
 
+def cut_as(reply: BlockReply, r: TrialResult) -> None:
+    """Check that a later process's block has the trial's ``steps_per_block`` (a trial's
+    blocks share one, and its step times are block seconds / that). A block cut another
+    way would be read as a step time off by the ratio of the two cuts, so it is refused:
+    the caller drops that process.
+
+    Raises:
+        WorkerFailure: ("error") the block has another number of steps.
+    """
+    k = reply.steps_per_block
+    if k is not None and r.steps_per_block and k != r.steps_per_block:
+        raise WorkerFailure("error", f"its block had {k} steps where the trial's first "
+                            f"process cut {r.steps_per_block}: its times would not compare")
+
+
 def set_blocks_apart(r: TrialResult) -> dict[str, Any]:
     """The fields of ``r`` that change when its blocks are cut another way from now on:
     the blocks so far kept apart as ``earlier_blocks`` (with their cut, length, rounds

@@ -20,7 +20,7 @@ import numpy as np
 from devicebench.backends._keras import suspend_random_layers
 from devicebench.launch.child import Channel
 from devicebench.measure.stats import settled
-from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, plan_blocks
+from devicebench.trials.blocks import TARGET_BLOCK_SECONDS, BlockPlan, plan_blocks
 from devicebench.trials.protocol import (
     BlockReply,
     FinishReply,
@@ -314,18 +314,26 @@ class TrialSession:
         self.validation_timings += 1
         return reply
 
-    def _plan_blocks(self, whole_epochs: bool) -> None:
+    def _plan_blocks(self, whole_epochs: bool, steps_per_block: int | None = None) -> None:
         """Cut timed blocks: whole epochs over the real data (exactly what ``fit`` does
         for the user: shuffling, the last partial batch and per-epoch overhead included),
         or K full batches of about TARGET_BLOCK_SECONDS (for long epochs). The parent
-        picks one way for every trial it compares, so their blocks measure alike."""
-        plan = plan_blocks(self._step_estimate, self.steps_per_epoch, whole_epochs,
-                           self.spec.steps_per_execution)
+        picks one way for every trial it compares, so their blocks measure alike; a
+        trial's later process is given its first process's ``steps_per_block``."""
+        if steps_per_block and whole_epochs:
+            plan = BlockPlan(steps_per_block,
+                             max(1, steps_per_block // max(self.steps_per_epoch, 1)), None)
+        elif steps_per_block:
+            plan = BlockPlan(steps_per_block, 1, steps_per_block)
+        else:
+            plan = plan_blocks(self._step_estimate, self.steps_per_epoch, whole_epochs,
+                               self.spec.steps_per_execution)
         self.epochs_per_block, self.fit_steps = plan.epochs_per_block, plan.fit_steps
         self.steps_per_block = plan.steps_per_block
 
     # -- timed blocks -----------------------------------------------------------------
-    def run_blocks(self, channel: Channel, whole_epochs: bool = True) -> None:
+    def run_blocks(self, channel: Channel, whole_epochs: bool = True,
+                   steps_per_block: int | None = None) -> None:
         """Answer ``measure`` commands from inside ONE long ``fit``, as real training runs.
 
         A block ends at ``on_epoch_end``, whose loss is a host float, so every block ends
@@ -335,7 +343,7 @@ class TrialSession:
         """
         import keras
 
-        self._plan_blocks(whole_epochs)
+        self._plan_blocks(whole_epochs, steps_per_block)
         session = self
 
         class BlockTimer(keras.callbacks.Callback):
@@ -384,9 +392,11 @@ class TrialSession:
                 self.warmup_info = {}
                 channel.send(reply.to_message())
                 msg = channel.recv()
-                if (msg is None or msg.get("cmd") != "measure"
-                        or MeasureRequest.from_message(msg).whole_epochs != whole_epochs):
-                    # Another command, or blocks to be cut the other way: end this fit
+                nxt = (MeasureRequest.from_message(msg)
+                       if msg is not None and msg.get("cmd") == "measure" else None)
+                if (nxt is None or nxt.whole_epochs != whole_epochs
+                        or nxt.steps_per_block not in (None, session.steps_per_block)):
+                    # Another command, or blocks to be cut another way: end this fit
                     # (the main loop answers the command, or starts a new fit).
                     channel.pending = msg
                     self.model.stop_training = True

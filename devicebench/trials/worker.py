@@ -66,7 +66,8 @@ def main(argv: list[str]) -> int:
                 raise RuntimeError(f"command {cmd!r} before setup")
             if cmd == "measure":
                 # Returns when a command other than "measure" arrives.
-                session.run_blocks(channel, MeasureRequest.from_message(msg).whole_epochs)
+                req = MeasureRequest.from_message(msg)
+                session.run_blocks(channel, req.whole_epochs, req.steps_per_block)
                 continue
             if cmd == "finish":
                 channel.send(session.finish().to_message())

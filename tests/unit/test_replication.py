@@ -17,6 +17,7 @@ from devicebench.measure.stats import (
     between_process_spread,
     hierarchical_summary,
     paired_ratio,
+    process_medians,
     summarize,
 )
 from devicebench.store import ResultStore, schema
@@ -216,3 +217,72 @@ def test_replica_tags_survive_the_store_and_a_version_4_file_migrates(tmp_path: 
         back, back_one = store.trials_for_run(run)
     assert back.block_replicas == (0, 1, 0, 1) and back.processes == 2
     assert back_one.block_replicas == () and back_one == one
+
+
+class OwnCut(Fake):
+    """A worker that plans its own blocks from its own step estimate (as a process does
+    when not told): K = 10 steps in the first process, 30 in the second, ... — unless the
+    measure request names the trial's ``steps_per_block`` and ``obey`` is set."""
+
+    obey = True
+
+    def request(self, message, timeout):
+        reply = super().request(message, timeout)
+        if message["cmd"] == "measure":
+            k = message.get("steps_per_block") if self.obey else None
+            k = k or 10 * (1 + 2 * self.n)
+            reply = {**reply, "block_seconds": [self.step * k], "steps_per_block": k}
+            self.log.append(("k", self.n, message.get("steps_per_block")))
+        return reply
+
+
+def _own_cut_group(log, obey, events=None):
+    started: dict[TrialSpec, int] = {}
+
+    def start(spec):
+        n = started.get(spec, 0)
+        started[spec] = n + 1
+        w = OwnCut(spec, n, log)
+        w.obey = obey
+        return w
+
+    a = TrialSpec("seed-rnn")
+    on_event = (lambda kind, spec, info: events.append((kind, info))) if events is not None \
+        else None
+    return a, TrialGroup(a, RunOptions(), start_worker=start, on_event=on_event)
+
+
+def test_a_later_process_cuts_the_blocks_its_trials_first_process_cut():
+    # Found on the 2-core VM: a JAX replica planned 3-epoch blocks from its own estimate
+    # where the first process cut 7, and its block seconds were divided by the first's
+    # step count: "processes 2.3x apart" that were one block cut two ways.
+    log: list = []
+    a, group = _own_cut_group(log, obey=True)
+    with group:
+        group.add([a])
+        group.replicate({a: 2})
+        group.measure(RunOptions(min_rounds=2, max_rounds=2, target_ci=0))
+        group.finish()
+    asked = [entry for entry in log if entry[0] == "k"]
+    assert asked == [("k", 0, None), ("k", 1, 10)] * 2  # the replica is told K = 10
+    r = group.results[a]
+    assert r.processes == 2 and r.steps_per_block == 10
+    # Both processes have one step time (the Fake's own: 0.004 s and 0.0048 s).
+    meds = sorted(process_medians(r.samples_by_process).values())
+    assert meds == pytest.approx([0.004, 0.0048])
+
+
+def test_a_block_cut_another_way_is_refused_and_its_process_dropped():
+    log: list = []
+    events: list = []
+    a, group = _own_cut_group(log, obey=False, events=events)
+    with group:
+        group.add([a])
+        group.replicate({a: 2})
+        group.measure(RunOptions(min_rounds=2, max_rounds=2, target_ci=0))
+        assert group.processes(a) == 1
+        group.finish()
+    r = group.results[a]
+    assert r.status == "ok" and set(r.block_replicas or (0,)) == {0}
+    failed = [info for kind, info in events if kind == "replica-failed"]
+    assert failed and "30 steps where the trial's first process cut 10" in failed[0]["error"]
