@@ -27,12 +27,15 @@ from devicebench.script_check import (
     api_rules,
     compile_rules,
     data_rules,
+    hot_rules,
+    item_rules,
     jax_rules,
     keras_rules,
     keras_usage_rules,
     kind_rules,
     loop_rules,
     mlx_rules,
+    name_rules,
     placement_rules,
     reach_rules,
     setup_rules,
@@ -52,7 +55,8 @@ __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_sourc
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_rules,
                  jax_rules, torch_rules, shape_rules, placement_rules, data_rules, loop_rules,
                  reach_rules, mlx_rules, api_rules, compile_rules, setup_rules,
-                 vector_rules, kind_rules)
+                 vector_rules, kind_rules, name_rules,
+                 item_rules, hot_rules)
 
 
 @dataclass(frozen=True)

@@ -111,12 +111,17 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # 08a602b; round7_heldout (never checked before) measured once there: 6/20 with 0 false
 # alarms -- the untouched figure, and its floor below (the rules before this round,
 # e320148, give it the same 6/20 with 0); no rule was changed after it.
+# Ninth round, step 0 (before corpus_round8 was collected; round7_heldout dev material from
+# now on): three rule families (script_check/name_rules.py: attributes a framework does not
+# have, from a shipped names snapshot; item_rules.py: per-item framework calls in data-sized
+# loops; hot_rules.py: hot op chains left uncompiled). round7_heldout 6/20 -> 12/20 with 0
+# (four of its marks gained the family's id beside the id the collection named).
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
             "round4_heldout": (18, 1), "round5_dev": (22, 0), "round5_heldout": (21, 1),
             "round6_dev": (23, 1), "round6_heldout": (16, 1), "round7_dev": (19, 0),
-            "round7_heldout": (6, 0)}
+            "round7_heldout": (12, 0)}
 
 
 def _header(path: Path) -> str:
@@ -242,8 +247,8 @@ def test_corpus_half(half: str) -> None:
              "round6_heldout": "round6_heldout (seen since; untouched it was 2/18 with 1 "
                                "false alarm)",
              "round7_dev": "round7_dev (rules written against it; 6/18 with 3 before)",
-             "round7_heldout": "round7_heldout (UNTOUCHED: measured once, with the rules "
-                               "frozen at 08a602b)"}.get(half, half)
+             "round7_heldout": "round7_heldout (seen since; untouched it was 6/20 with 0 "
+                               "false alarms)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")
