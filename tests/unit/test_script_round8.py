@@ -180,3 +180,142 @@ def test_mlx_sampler_per_token_is_info_and_a_short_helper_is_silent() -> None:
     nested = source.replace("y = sample(model(y), 0.7)", "y = step(y)") + (
         "def step(y):\n    return sample(model(y), 0.7)\n")
     assert ids_at(nested, "script.hot-function-not-compiled") == []
+
+
+# -- rules written against round8_dev (each with a case that must stay silent) -------------
+
+
+def test_blocks_run_from_a_loop_over_a_container_reach_their_forward() -> None:
+    source = """\
+        import torch
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                return x + torch.zeros(x.shape).cuda()
+
+        model = torch.nn.Sequential(*[Block() for _ in range(4)]).cuda()
+        for xb in loader:
+            h = xb.cuda()
+            for layer in model:
+                h = layer(h)
+            h.sum().backward()
+    """
+    assert ids_at(source, "script.per-step-copy", "warning") == [5]
+    ints = textwrap.dedent(source).replace("for layer in model:\n        h = layer(h)",
+                                           "for layer in [1, 2]:\n        h = h * layer")
+    assert ints != textwrap.dedent(source)
+    assert ids_at(ints, "script.per-step-copy") == []  # no block runs: nothing copied
+
+
+def test_item_per_batch_in_an_evaluation_function_decorated_no_grad() -> None:
+    source = """\
+        import torch
+
+        @torch.no_grad()
+        def evaluate(model, batches):
+            total = 0.0
+            for x, y in batches:
+                total += ((model(x.cuda()) - y.cuda()) ** 2).sum().cpu().item()
+            return total
+    """
+    assert ids_at(source, "script.sync-in-step-loop", "warning") == [7]
+    once = source.replace("total += ((model(x.cuda()) - y.cuda()) ** 2).sum().cpu().item()",
+                          "total += ((model(x.cuda()) - y.cuda()) ** 2).sum()") + (
+        "    # read once\n")
+    assert ids_at(once, "script.sync-in-step-loop") == []
+
+
+def test_boolean_mask_indexing_and_truth_tests_in_code_run_per_step() -> None:
+    source = """\
+        import numpy as np
+        import torch
+
+        class Net(torch.nn.Module):
+            def forward(self, x, types):
+                out = torch.zeros_like(x)
+                for t in range(4):
+                    m = types == t
+                    out[m] += self.lin(x[m])
+                if out.isnan().any():
+                    out = torch.nan_to_num(out)
+                return out
+
+        def prep(a):
+            keep = np.asarray(a) > 0
+            return np.asarray(a)[keep]
+    """
+    assert ids_at(source, "script.sync-in-step-loop", "warning") == [9]  # in a loop: warning
+    assert ids_at(source, "script.sync-in-step-loop", "info") == [10]  # once per forward
+    # `prep` (NumPy data, and no loop runs it) stays silent
+
+
+def test_compiled_function_given_a_new_lambda_each_call() -> None:
+    source = """\
+        import tensorflow as tf
+
+        @tf.function
+        def gradient(func, x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = func(x)
+            return tape.gradient(y, x)
+
+        def perturb(model, x, t):
+            loss = lambda z: model(z) / t
+            return gradient(loss, x)
+    """
+    assert ids_at(source, "script.recompile-shapes", "warning") == [12]
+    once = textwrap.dedent(source).replace(
+        "def perturb(model, x, t):\n    loss = lambda z: model(z) / t\n"
+        "    return gradient(loss, x)",
+        "LOSS = lambda z: z * 2  # noqa: E731\nout = gradient(LOSS, tf.ones(3))")
+    assert "LOSS" in once
+    assert ids_at(once, "script.recompile-shapes") == []  # defined once, at module level
+
+
+def test_nnx_jit_step_called_per_iteration_is_info() -> None:
+    source = """\
+        from flax import nnx
+
+        @nnx.jit
+        def train_step(model, optimizer, batch):
+            grads = nnx.grad(loss_fn)(model, batch)
+            optimizer.update(grads)
+
+        for batch in batches:
+            train_step(model, optimizer, batch)
+    """
+    assert ids_at(source, "script.nnx-jit-overhead", "info") == [4]  # its def
+    once = textwrap.dedent(source).replace("for batch in batches:\n    train_step", "train_step")
+    assert once != textwrap.dedent(source)
+    assert ids_at(once, "script.nnx-jit-overhead") == []  # called once: no per-step cost
+
+
+def test_per_parameter_update_loop_in_an_optimizer_step() -> None:
+    source = """\
+        import torch
+
+        class MyOpt(torch.optim.Optimizer):
+            @torch.no_grad()
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.add_(p.grad, alpha=-group["lr"])
+    """
+    assert ids_at(source, "script.foreach-not-used", "info") == [7]
+    reads = source.replace('p.add_(p.grad, alpha=-group["lr"])', "norms.append(p.grad.norm())")
+    assert ids_at(reads, "script.foreach-not-used") == []  # no in-place update per tensor
+
+
+def test_adam_without_fused_for_a_gpu_model_and_cpu_scripts_are_silent() -> None:
+    source = """\
+        import torch
+
+        model = Net().cuda()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    """
+    assert ids_at(source, "script.optimizer-not-fused", "info") == [4]
+    fused = source.replace("lr=1e-3)", "lr=1e-3, fused=True)")
+    assert ids_at(fused, "script.optimizer-not-fused") == []
+    cpu = source.replace("Net().cuda()", "Net()")
+    assert ids_at(cpu, "script.optimizer-not-fused") == []
