@@ -9,6 +9,10 @@ This script writes that list from the installed frameworks, with their versions:
     python bench/framework_names.py [--extra-path DIR] > \
         devicebench/script_check/data/framework_names.json
 
+The shipped file was written from torch 2.13.0+cpu, TensorFlow 2.21.0 and JAX 0.10.2 (the
+shared virtualenv) and MLX 0.32.4 installed aside with ``pip install --target DIR
+"mlx[cpu]"`` and ``--extra-path DIR`` (MLX's Linux CPU build has the same Python API).
+
 Only modules whose attributes a script sets or calls by their full dotted name are listed
 (backends' flags, device/config namespaces, the top-level op namespaces); Keras is left out
 on purpose: Keras 2 and Keras 3 differ, and a script's Keras is read from its own pins.
