@@ -25,14 +25,19 @@ from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.script_check import (
     api_rules,
+    boundary_rules,
     compile_rules,
     data_rules,
+    hot_rules,
+    item_rules,
     jax_rules,
     keras_rules,
     keras_usage_rules,
     kind_rules,
     loop_rules,
     mlx_rules,
+    name_rules,
+    optimizer_rules,
     placement_rules,
     reach_rules,
     setup_rules,
@@ -52,7 +57,9 @@ __all__ = ["RULES", "ScriptReport", "ScriptSource", "check_script", "check_sourc
 _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_rules,
                  jax_rules, torch_rules, shape_rules, placement_rules, data_rules, loop_rules,
                  reach_rules, mlx_rules, api_rules, compile_rules, setup_rules,
-                 vector_rules, kind_rules)
+                 vector_rules, kind_rules, name_rules,
+                 item_rules, hot_rules, boundary_rules,
+                 optimizer_rules)
 
 
 @dataclass(frozen=True)

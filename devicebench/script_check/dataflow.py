@@ -301,7 +301,8 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                     fns = [m for c in autograd.values() if (m := _method(c, "backward"))]
                 else:
                     fns = [fn] if fn is not None else [
-                        m for c in parts.get(f.id, []) if (m := _method(c, "forward")) is not None
+                        m for c in parts.get(f.id, []) or container_classes(ctx, n)
+                        if (m := _method(c, "forward") or _method(c, "__call__")) is not None
                     ] if isinstance(f, ast.Name) else []
                 for fn in fns:
                     if id(fn) in seen or fn.name in ctx.compiled or any(
@@ -312,6 +313,40 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                     nxt += [(s, via or n) for s in fn.body]
         frontier = nxt
     return out
+
+
+def _classes_built(ctx: Context, expr: ast.AST) -> list[ast.ClassDef]:
+    """Classes of this file instantiated in ``expr`` (``[Block(d) for _ in range(n)]``,
+    ``nn.ModuleList([...])``, ``nn.Sequential(*[...])``)."""
+    return [ctx.classes[c.func.id] for c in ast.walk(expr) if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Name) and c.func.id in ctx.classes]
+
+
+def container_classes(ctx: Context, call: ast.Call) -> list[ast.ClassDef]:
+    """``layer(x)`` where ``layer`` is the variable of an enclosing ``for layer in
+    <container>:`` and the container (a name, or ``self.attr`` set in ``__init__``) holds
+    instances of classes defined here: calling ``layer`` runs their ``forward`` (issue 24,
+    round 9: a model's blocks run one by one from a loop)."""
+    if not isinstance(call.func, ast.Name):
+        return []
+    name, cur = call.func.id, ctx.parents.get(call)
+    while cur is not None:
+        if isinstance(cur, ast.For) and name in {t.id for t in ast.walk(cur.target)
+                                                 if isinstance(t, ast.Name)}:
+            it = cur.iter
+            while isinstance(it, ast.Call) and last_name(it) in (
+                    "enumerate", "zip", "children", "modules", "values") and (
+                    it.args or isinstance(it.func, ast.Attribute)):
+                it = it.args[0] if it.args else it.func.value  # type: ignore[union-attr]
+            if isinstance(it, ast.Name):
+                return [c for v in ctx.assigns.get(it.id, []) for c in _classes_built(ctx, v)]
+            if isinstance(it, ast.Attribute) and dotted(it.value) == "self":
+                return [c for a in ast.walk(ctx.tree) if isinstance(a, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == it.attr for t in a.targets)
+                    for c in _classes_built(ctx, a.value)]
+            return []
+        cur = ctx.parents.get(cur)
+    return []
 
 
 def _submodule_forward(ctx: Context, attr: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

@@ -19,6 +19,7 @@ from devicebench.script_check.ast_tools import (
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.kinds import hook_functions
+from devicebench.script_check.shape_sync import data_dependent_syncs
 from devicebench.script_check.sync_flow import (
     _HOST,
     _SINK_METHODS,
@@ -92,6 +93,7 @@ def sync_in_step_loop(ctx: Context) -> None:
     _syncs_in_hooks(ctx, _SYNC_FIX[_framework(ctx)])
     if ctx.uses("torch"):
         _host_round_trips(ctx, _SYNC_FIX["torch"])
+        data_dependent_syncs(ctx)
 
 
 _SYNC_FIX = {
@@ -236,6 +238,9 @@ def _eval_loop(ctx: Context, loop: ast.AST) -> bool:
     models = ctx.models | {c.func.value.id for c in ctx.calls() if last_name(c) == "eval"
                            and isinstance(c.func, ast.Attribute)
                            and isinstance(c.func.value, ast.Name)}
+    fn = ctx.enclosing(loop, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if fn is not None:  # evaluate(model, ...): the model a function is given (round 9)
+        models = models | {a.arg for a in fn.args.args if a.arg in ("model", "net", "module")}
     if not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in models
                for c in walk(loop.body, skip_in_step)):  # type: ignore[attr-defined]
         return False
@@ -244,6 +249,9 @@ def _eval_loop(ctx: Context, loop: ast.AST) -> bool:
         if isinstance(cur, ast.With) and any(
                 last_name(i.context_expr) in ("no_grad", "inference_mode") for i in cur.items):
             return True
+        if isinstance(cur, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                last_name(d) in ("no_grad", "inference_mode") for d in cur.decorator_list):
+            return True  # @torch.no_grad() on the function that runs the loop
         cur = ctx.parents.get(cur)
     return False
 
