@@ -9,7 +9,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from devicebench.env.messages import framework_messages, reported_facts, unique_matches
+from devicebench.env.messages import (
+    framework_messages,
+    reported_facts,
+    said_text,
+    unique_matches,
+)
 from devicebench.env.snapshot import (
     UNKNOWN_MEMORY,
     BlasInfo,
@@ -358,6 +363,7 @@ def framework_probe_from_worker(
     said = "\n".join((stderr_tail, str((result or {}).get("error", "")),
                       str(((result or {}).get("extra") or {}).get("first_use_error", ""))))
     messages, reported = framework_messages(said), reported_facts(said)
+    said_all = said_text(said)
     if result is not None and status in ("ok", "error"):
         data = dict(result)
         data["physical_devices"] = [
@@ -369,7 +375,7 @@ def framework_probe_from_worker(
         fields = set(FrameworkProbe.__dataclass_fields__)
         probe = FrameworkProbe(**{k: v for k, v in data.items() if k in fields})
         probe.load_errors = load_errors
-        probe.messages, probe.reported = messages, reported
+        probe.messages, probe.reported, probe.said = messages, reported, said_all
         if probe.status == "error" and stderr_tail:
             probe.error += "\n--- stderr ---\n" + stderr_tail[-1500:]
         return probe
@@ -382,4 +388,5 @@ def framework_probe_from_worker(
         load_errors=load_errors,
         messages=messages,
         reported=reported,
+        said=said_all,
     )

@@ -95,7 +95,9 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                         observed=observed, why=why, fix=src["fix"].format(gfx=gfx) + extra,
                         source=(rule or src)["source"])]
     why = (f"ROCm builds carry kernels for a few targets per family; {gfx} runs the "
-           f"{rule['family']}x family's supported target's kernels when told to pose as it"
+           f"{rule['family']}x family's supported target's kernels when told to pose as it "
+           "with HSA_OVERRIDE_GFX_VERSION, which is not set in this program's environment "
+           "(a shell variable that is not exported does not count)"
            + (f"; the other GPU ({', '.join(others)}) is hidden so the override fits one "
               "GPU" if others else "") + ".")
     return [Finding("rocm.gfx-not-in-build", severity,
