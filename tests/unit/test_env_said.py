@@ -160,3 +160,20 @@ def test_rocm_override_cause_names_the_variable_and_is_silent_once_set() -> None
     assert "HSA_OVERRIDE_GFX_VERSION" in found[0].why
     raw = dict(case["raw"], env_vars={"HSA_OVERRIDE_GFX_VERSION": "10.3.0"})
     assert "rocm.gfx-not-in-build" not in {f.id for f in run_checks(snapshot_from_raw(raw))}
+
+
+def _round8(tail: str) -> dict:
+    path = Path(__file__).resolve().parent.parent / "fixtures/env_corpus/round8_cases.json"
+    return next(c for c in json.loads(path.read_text("utf-8"))["cases"]
+                if c["url"].endswith(tail))["raw"]
+
+
+def test_rdna4_on_a_rocm63_build_is_fixed_with_the_rocm64_wheels_not_an_override() -> None:
+    raw = _round8("ComfyUI/issues/7400")
+    found = [f for f in run_checks(snapshot_from_raw(raw)) if f.id == "rocm.gfx-not-in-build"]
+    assert "whl/rocm6.4" in found[0].fix and "HSA_OVERRIDE_GFX_VERSION=" not in found[0].fix
+    # silent case: a ROCm 6.4 build that still lacks the target gets no "newer wheels" fix
+    raw = json.loads(json.dumps(raw))
+    raw["frameworks"]["torch"]["result"]["build"]["hip_version"] = "6.4.43482"
+    found = [f for f in run_checks(snapshot_from_raw(raw)) if f.id == "rocm.gfx-not-in-build"]
+    assert found and "whl/rocm6.4" not in found[0].fix

@@ -5,7 +5,7 @@ is not a ROCm build, PyTorch's ROCm wheels under WSL, and WSL 1 (no GPU at all).
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import KB, has_nvidia_gpu, matches
+from devicebench.env.checks._util import KB, as_version, has_nvidia_gpu, matches
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot, FrameworkProbe
 
@@ -46,6 +46,16 @@ def _failed(probe: FrameworkProbe | None) -> bool:
         or bool(probe.reported.get("no_kernel_image"))
 
 
+def _newer_wheels(gfx: str, probe: FrameworkProbe, kb: KB) -> dict | None:
+    """The ``[[rocm_wheels_since]]`` row whose PyTorch ROCm wheels first carry ``gfx``, when
+    the installed build's ROCm (its HIP version) is older than that release."""
+    hip = as_version(str(probe.build.get("hip_version") or ""))
+    for row in kb.get("rocm_wheels_since", []):
+        if gfx in row["targets"] and hip is not None and hip < as_version(row["rocm"]):
+            return row
+    return None
+
+
 def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """An AMD GPU whose target the ROCm build has no kernels for: the sibling to pose as."""
     agents = amd_agents(snap)
@@ -82,6 +92,17 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     hide = (f" HIP_VISIBLE_DEVICES={index}" if others else "")
     rule = next((r for r in kb["rocm_overrides"] if gfx.startswith(r["family"])), None)
     severity = "error" if (failed or arch) else "warning"
+    newer = _newer_wheels(gfx, probe, kb) if probe is not None else None
+    if newer is not None and (rule is None or rule.get("unreliable")):
+        return [Finding(
+            "rocm.gfx-not-in-build", severity, f"{who} has no kernels for this AMD GPU ({gfx})",
+            observed=observed,
+            why=(f"{gfx} kernels are in PyTorch's ROCm {newer['rocm']} wheels and later, not in "
+                 f"this ROCm {str(probe.build.get('hip_version') or '?')[:3]} build; posing as "
+                 "another target (HSA_OVERRIDE_GFX_VERSION) does not fit this GPU."),
+            fix=(f"pip install -U {newer['torch']} --index-url "
+                 f"https://download.pytorch.org/whl/rocm{newer['rocm']}"),
+            source=newer["source"])]
     if rule is None or rule.get("unreliable"):
         src = kb["rocm_from_source"]
         extra = (f"; HSA_OVERRIDE_GFX_VERSION={rule['override']} only for a quick try"
