@@ -350,6 +350,15 @@ def memory_stats_from_raw(raw: dict | None) -> tuple[str, str]:
     return "works", ""
 
 
+def worker_errors(extra: dict) -> list[str]:
+    """The error texts a worker kept in ``extra``: ``first_use_error``, any other
+    ``*_error`` (``cudnn_error``), and each compiled extension's import error, as
+    ``"<module>: <error>"`` (``extension_errors``)."""
+    out = [str(v) for k, v in extra.items() if k.endswith("_error") and v]
+    out += [f"{k}: {v}" for k, v in (extra.get("extension_errors") or {}).items()]
+    return out
+
+
 def framework_probe_from_worker(
     name: str,
     status: str,
@@ -361,7 +370,7 @@ def framework_probe_from_worker(
     """Interpret one probe worker's outcome (its status, JSON result and output tails)."""
     load_errors = load_errors_from_log(stderr_tail)
     said = "\n".join((stderr_tail, str((result or {}).get("error", "")),
-                      str(((result or {}).get("extra") or {}).get("first_use_error", ""))))
+                      *worker_errors((result or {}).get("extra") or {})))
     messages, reported = framework_messages(said), reported_facts(said)
     said_all = said_text(said)
     if result is not None and status in ("ok", "error"):

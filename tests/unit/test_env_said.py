@@ -177,3 +177,117 @@ def test_rdna4_on_a_rocm63_build_is_fixed_with_the_rocm64_wheels_not_an_override
     raw["frameworks"]["torch"]["result"]["build"]["hip_version"] = "6.4.43482"
     found = [f for f in run_checks(snapshot_from_raw(raw)) if f.id == "rocm.gfx-not-in-build"]
     assert found and "whl/rocm6.4" not in found[0].fix
+
+
+# -- rules written against round9_dev (the tenth set's development half) --------------------
+
+def _raw(system: str = "Linux", dists: dict[str, str] | None = None, **extra: object) -> dict:
+    host = {"system": system, "machine": "x86_64" if system == "Linux" else "AMD64",
+            "python_version": "3.11.9"}
+    host.update(extra.pop("host", {}))
+    return {"host": host, "distributions": dists or {}, "frameworks": {}, **extra}
+
+
+def _ids(raw: dict) -> dict[str, Finding]:
+    return {f.id: f for f in run_checks(snapshot_from_raw(raw))}
+
+
+def test_error_804_in_a_container_is_fixed_on_the_host_driver_not_by_a_reboot() -> None:
+    text = SAMPLES["cuda.forward-compat-unsupported"][1]
+    bare = check_framework_says(_snap("torch", text), KB)[0]
+    assert "reboot" in bare.fix
+    snap = _snap("torch", text)
+    snap.host.in_container = True
+    inside = check_framework_says(snap, KB)[0]
+    assert "host's NVIDIA driver to one for CUDA 12.1" in inside.fix and "reboot" not in inside.fix
+
+
+def test_ipex_of_another_torch_minor_is_named_without_a_torch_index() -> None:
+    found = _ids(_raw(dists={"torch": "2.7.1+cpu", "intel-extension-for-pytorch": "2.8.0"}))
+    f = found["stack.release-skew"]
+    assert "intel-extension-for-pytorch==2.7.*" in f.fix and "download.pytorch.org" not in f.fix
+    # silent: the matching pair (an XPU release number keeps the torch minor)
+    for ipex in ("2.7.0", "2.7.10+xpu"):
+        raw = _raw(dists={"torch": "2.7.1+cpu", "intel-extension-for-pytorch": ipex})
+        assert "stack.release-skew" not in _ids(raw)
+
+
+def test_torchaudio_of_another_torch_release_is_named_with_the_torch_index() -> None:
+    f = _ids(_raw(dists={"torch": "2.10.0+cu130", "torchaudio": "2.11.0+cu130"}))[
+        "stack.release-skew"]
+    assert "torchaudio==2.10.*" in f.fix and "whl/cu130" in f.fix
+    for torch, audio in (("2.10.0+cu130", "2.10.0+cu130"), ("1.13.1", "0.13.1"),
+                         ("2.0.1", "2.0.2")):
+        assert "stack.release-skew" not in _ids(_raw(dists={"torch": torch, "torchaudio": audio}))
+
+
+def test_two_packages_bundling_intel_openmp_on_windows_warn_and_stay_silent_elsewhere() -> None:
+    dists = {"torch": "2.2.1", "ctranslate2": "4.1.0"}
+    f = _ids(_raw("Windows", dists))["runtime.bundled-twice"]
+    assert f.severity == "warning" and "libiomp5md.dll" in f.title + f.fix
+    assert "runtime.bundled-twice" not in _ids(_raw("Linux", dists))  # Linux wheels: libgomp
+    assert "runtime.bundled-twice" not in _ids(_raw("Windows", {"torch": "2.2.1"}))
+
+
+def test_rocm_under_wsl_outside_amds_distributions_is_named_and_ubuntu_stays_silent() -> None:
+    kernel = "5.15.153.1-microsoft-standard-WSL2"
+    rocminfo = ("WSL environment detected.\nCall returned HSA_STATUS_ERROR_OUT_OF_RESOURCES: "
+                "The runtime failed to allocate the necessary resources.\n")
+    raw = _raw(host={"os_release_name": "Oracle Linux Server 9.4", "kernel_release": kernel},
+               rocminfo=rocminfo)
+    f = _ids(raw)["rocm.wsl-distro-unsupported"]
+    assert f.severity == "error" and "Ubuntu 22.04" in f.fix
+    ubuntu = _raw(host={"os_release_name": "Ubuntu 22.04.4 LTS", "kernel_release": kernel},
+                  rocminfo=rocminfo)
+    assert "rocm.wsl-distro-unsupported" not in _ids(ubuntu)
+    native = _raw(host={"os_release_name": "Oracle Linux Server 9.4",
+                        "kernel_release": "5.14.0-427.el9.x86_64"}, rocminfo=rocminfo)
+    assert "rocm.wsl-distro-unsupported" not in _ids(native)
+
+
+def _torch_with(extra: dict) -> dict:
+    raw = _raw(dists={"torch": "2.3.0", "flash-attn": "2.5.6", "torchvision": "0.17.2"})
+    raw["frameworks"] = {"torch": {"status": "ok", "stderr": "", "result": {
+        "name": "torch", "status": "ok", "version": "2.3.0+cu121",
+        "physical_devices": [{"name": "cpu", "kind": "CPU"}],
+        "build": {"cuda_version": "12.1"}, "extra": extra}}}
+    return raw
+
+
+def test_an_extension_built_for_another_torch_is_named_from_its_own_import_error() -> None:
+    err = ("ImportError: /x/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: "
+           "_ZN3c104cuda9SetDeviceEi")
+    f = _ids(_torch_with({"extension_errors": {"flash_attn_2_cuda": err}}))["torch.extension-abi"]
+    assert "flash-attn 2.5.6" in f.title and "--no-build-isolation flash-attn" in f.fix
+    assert "_ZN3c104cuda9SetDeviceEi" in f.observed
+    # silent: another import error (a missing dependency) is not an ABI mismatch
+    missing = "ModuleNotFoundError: No module named 'einops'"
+    other = {"extension_errors": {"flash_attn_2_cuda": missing}}
+    assert "torch.extension-abi" not in _ids(_torch_with(other))
+    # torchvision's own error is left to the release-pairing rule, which names both versions
+    nms_error = "RuntimeError: operator torchvision::nms does not exist"
+    nms = {"extension_errors": {"torchvision": nms_error}}
+    found = _ids(_torch_with(nms))
+    assert "stack.release-skew" in found and "torch.extension-abi" not in found
+
+
+def test_torchs_swallowed_cudnn_error_is_read_by_the_message_table() -> None:
+    err = ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 7, 0) "
+           "but found runtime version (8, 2, 4). PyTorch already comes bundled with cuDNN.")
+    assert "cudnn.torch-runtime-mismatch" in _ids(_torch_with({"cudnn_error": err}))
+    assert "cudnn.torch-runtime-mismatch" not in _ids(_torch_with({}))
+
+
+def test_the_worker_imports_installed_extensions_and_keeps_their_errors(tmp_path, monkeypatch
+                                                                        ) -> None:
+    from devicebench.backends import torch as torch_backend
+
+    (tmp_path / "ext_broken.py").write_text("raise ImportError('x.so: undefined symbol: _Zfoo')\n")
+    (tmp_path / "ext_exits.py").write_text("raise SystemExit(127)\n")
+    (tmp_path / "ext_fine.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(torch_backend, "EXTENSION_MODULES",
+                        ("ext_broken", "ext_exits", "ext_fine", "ext_not_installed"))
+    errors = torch_backend._extension_errors()
+    assert errors == {"ext_broken": "ImportError: x.so: undefined symbol: _Zfoo",
+                      "ext_exits": "SystemExit: 127"}

@@ -83,7 +83,12 @@ from devicebench.env.checks.rocm import (
     check_wsl1,
     check_wsl_rocm,
 )
-from devicebench.env.checks.said import check_framework_says, drop_said_covered
+from devicebench.env.checks.said import (
+    check_bundled_runtimes,
+    check_extension_abi,
+    check_framework_says,
+    drop_said_covered,
+)
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
     check_jax_jaxlib,
@@ -160,6 +165,8 @@ CHECKS: list[Check] = [
     check_onednn,
     check_other_backends,
     check_framework_says,
+    check_extension_abi,
+    check_bundled_runtimes,
     check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 

@@ -195,11 +195,12 @@ def check_torch_not_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 
 def check_wsl_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """PyTorch's ROCm wheels under WSL without a GPU: WSL needs AMD's WSL builds."""
+    out = _wsl_rocm_distro(snap, kb)
     probe = _rocm_torch(snap)
     if not snap.host.wsl or probe is None or any(
             d.kind == "GPU" for d in probe.physical_devices):
-        return []
-    return [Finding(
+        return out
+    return out + [Finding(
         "rocm.wsl-wheels", "error",
         "PyTorch's ROCm wheels do not reach the GPU under WSL",
         observed=f"WSL; torch {probe.version} (a ROCm build) lists no GPU",
@@ -207,6 +208,27 @@ def check_wsl_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "driver; the ROCm wheels from download.pytorch.org bundle a libhsa-runtime64 that "
             "cannot find it (hipErrorNoDevice).",
         fix=kb["rocm"]["wsl_fix"], source=kb["rocm"]["wsl_source"])]
+
+
+def _wsl_rocm_distro(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """ROCm (rocminfo ran, or failed) under WSL 2 in a distribution AMD's WSL build lacks."""
+    distros = kb["rocm"].get("wsl_distros", [])
+    if not snap.host.wsl or not (snap.host.amd_agents or snap.host.rocm_error) or not distros:
+        return []
+    name = snap.host.os_version
+    if any(name.startswith(d) for d in distros):
+        return []
+    return [Finding(
+        "rocm.wsl-distro-unsupported", "error" if snap.host.rocm_error else "warning",
+        f"ROCm under WSL runs on {' and '.join(distros)} only, not {name.split(' (')[0] or '?'}",
+        observed=f"WSL 2, {name or 'unknown distribution'}"
+                 + (f"; rocminfo: {snap.host.rocm_error}" if snap.host.rocm_error else ""),
+        why="AMD ships ROCm's WSL runtime (the one that reaches the GPU through Windows' "
+            "driver) for these distributions only; in another one rocminfo and the frameworks "
+            "fail to find or use the GPU.",
+        fix=f"install ROCm in an {distros[0]} WSL distribution (wsl --install -d "
+            f"Ubuntu-{distros[0].split()[-1]}) following AMD's ROCm-on-WSL guide",
+        source=kb["rocm"]["wsl_distros_source"])]
 
 
 def check_wsl1(snap: EnvSnapshot, kb: KB) -> list[Finding]:
