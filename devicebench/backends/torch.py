@@ -21,10 +21,12 @@ def probe() -> dict[str, Any]:
         "cuda_version": torch.version.cuda or "",
         "is_rocm_build": getattr(torch.version, "hip", None) is not None,
     }
+    extra: dict[str, Any] = {}
     try:
         build["cudnn_version"] = str(torch.backends.cudnn.version() or "")
-    except Exception:
+    except Exception as exc:  # torch's own cuDNN check: "cuDNN version incompatibility: ..."
         build["cudnn_version"] = ""
+        extra["cudnn_error"] = f"{type(exc).__name__}: {exc}"[:600]
     try:  # the GPU architectures this build has kernels for ("sm_90", "compute_90")
         build["arch_list"] = list(torch.cuda.get_arch_list()) if build["is_cuda_build"] \
             or build["is_rocm_build"] else []
@@ -32,7 +34,6 @@ def probe() -> dict[str, Any]:
         build["arch_list"] = []
     if build["is_rocm_build"]:
         build["hip_version"] = str(torch.version.hip)
-    extra: dict[str, Any] = {}
     memory, memory_detail = "unknown", "torch keeps memory statistics for CUDA devices only"
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
@@ -59,12 +60,36 @@ def probe() -> dict[str, Any]:
         devices.append({"name": "mps", "kind": "MPS", "description": "Apple GPU (MPS)"})
         if memory != "works":
             memory, memory_detail = "current only (MPS has no peak API)", ""
+    if errors := _extension_errors():
+        extra["extension_errors"] = errors
     out["physical_devices"] = devices
     out["logical_devices"] = [d["name"] for d in devices]
     out["build"] = build
     out["extra"] = extra
     out["memory_stats"], out["memory_stats_detail"] = memory, memory_detail
     return out
+
+
+# Compiled extensions built against one torch release, imported after torch when installed:
+# their import error ("undefined symbol: _ZN3c10...", "operator torchvision::nms does not
+# exist") is the framework's own statement that they belong to another torch.
+EXTENSION_MODULES = ("flash_attn_2_cuda", "torchvision", "torchaudio")
+
+
+def _extension_errors() -> dict[str, str]:
+    """Import each installed :data:`EXTENSION_MODULES` entry; its error text, bounded."""
+    import importlib
+    import importlib.util
+
+    errors: dict[str, str] = {}
+    for name in EXTENSION_MODULES:
+        try:
+            if importlib.util.find_spec(name) is None:
+                continue
+            importlib.import_module(name)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - an extension may exit()
+            errors[name] = f"{type(exc).__name__}: {exc}"[:400]
+    return errors
 
 
 def configure(device: str, threads: int | None) -> None:

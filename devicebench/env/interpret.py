@@ -9,7 +9,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from devicebench.env.messages import framework_messages, reported_facts, unique_matches
+from devicebench.env.messages import (
+    framework_messages,
+    reported_facts,
+    said_text,
+    unique_matches,
+)
 from devicebench.env.snapshot import (
     UNKNOWN_MEMORY,
     BlasInfo,
@@ -345,6 +350,15 @@ def memory_stats_from_raw(raw: dict | None) -> tuple[str, str]:
     return "works", ""
 
 
+def worker_errors(extra: dict) -> list[str]:
+    """The error texts a worker kept in ``extra``: ``first_use_error``, any other
+    ``*_error`` (``cudnn_error``), and each compiled extension's import error, as
+    ``"<module>: <error>"`` (``extension_errors``)."""
+    out = [str(v) for k, v in extra.items() if k.endswith("_error") and v]
+    out += [f"{k}: {v}" for k, v in (extra.get("extension_errors") or {}).items()]
+    return out
+
+
 def framework_probe_from_worker(
     name: str,
     status: str,
@@ -356,8 +370,9 @@ def framework_probe_from_worker(
     """Interpret one probe worker's outcome (its status, JSON result and output tails)."""
     load_errors = load_errors_from_log(stderr_tail)
     said = "\n".join((stderr_tail, str((result or {}).get("error", "")),
-                      str(((result or {}).get("extra") or {}).get("first_use_error", ""))))
+                      *worker_errors((result or {}).get("extra") or {})))
     messages, reported = framework_messages(said), reported_facts(said)
+    said_all = said_text(said)
     if result is not None and status in ("ok", "error"):
         data = dict(result)
         data["physical_devices"] = [
@@ -369,7 +384,7 @@ def framework_probe_from_worker(
         fields = set(FrameworkProbe.__dataclass_fields__)
         probe = FrameworkProbe(**{k: v for k, v in data.items() if k in fields})
         probe.load_errors = load_errors
-        probe.messages, probe.reported = messages, reported
+        probe.messages, probe.reported, probe.said = messages, reported, said_all
         if probe.status == "error" and stderr_tail:
             probe.error += "\n--- stderr ---\n" + stderr_tail[-1500:]
         return probe
@@ -382,4 +397,5 @@ def framework_probe_from_worker(
         load_errors=load_errors,
         messages=messages,
         reported=reported,
+        said=said_all,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 MAX_MESSAGES = 40
 MAX_LINE = 400
+MAX_SAID = 6000
 
 # Log lines worth keeping: absl/TF/XLA "W"/"E"/"F" lines, Python warnings, errors.
 _KEEP = re.compile(
@@ -32,6 +33,27 @@ def framework_messages(text: str) -> list[str]:
         ["W0000 tf] Could not load dynamic library 'x'"]
     """
     return unique_matches(text, _KEEP, whole_line=True, limit=MAX_MESSAGES)
+
+
+# Informational log lines (absl "I0000 ...", TF's "2024-01-01 12:00:00.0: I ...") say nothing
+# doctor reads; everything else a framework printed is kept for the message table.
+_INFO = re.compile(r"^(?:I\d{4} |I |\d{4}-\d\d-\d\d [\d:.]+: I )")
+
+
+def said_text(text: str) -> str:
+    """What a framework printed, whitespace collapsed, info log lines left out, bounded.
+
+    The table of the frameworks' own diagnostic sentences (``[[framework_says]]`` in the
+    checks' knowledge) is matched against this text: a sentence wrapped over lines (NumPy's
+    "compiled using NumPy 1.x cannot be run in\\nNumPy 2.0.0") reads as one.
+
+    Example:
+        >>> said_text("I0000 noise\\nA module that was compiled using NumPy 1.x cannot be run in\\n"
+        ...           "NumPy 2.0.0 as it may crash.")
+        'A module that was compiled using NumPy 1.x cannot be run in NumPy 2.0.0 as it may crash.'
+    """
+    kept = (line for line in text.splitlines() if not _INFO.match(line.strip()))
+    return " ".join(" ".join(kept).split())[:MAX_SAID]
 
 
 def unique_matches(text: str, pattern: re.Pattern[str], *, whole_line: bool = False,
@@ -118,7 +140,10 @@ _JAXLIB_OLD = re.compile(r"jaxlib is version ([\w.+]*\w), but this version of ja
 _JAXLIB_NEW = re.compile(r"jaxlib version ([\w.+]*\w) is newer than and incompatible with jax "
                          r"version (\d+(?:\.\d+)*)")
 _UNDEFINED = re.compile(r"(\S+\.so[.\d]*): undefined symbol: (\w+)(?:, version (\S+))?")
-_NO_KERNEL = re.compile(r"no kernel image is available|HIP error: invalid device function")
+# HIP's runtime (hip_code_object.cpp) when a build has no code object for the GPU's target:
+# "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"
+_NO_KERNEL = re.compile(r"no kernel image is available|HIP error: invalid device function|"
+                        r"hipErrorNoBinaryForGpu|Unable to find code object for all current")
 # torch/__init__.py (_load_dll_libraries, Windows): err.strerror += f' Error loading "{dll}" or
 # one of its dependencies.' after ctypes.WinError (126: a module, or one it needs, is missing;
 # 1114: a DLL's initialisation routine failed).

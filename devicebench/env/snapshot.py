@@ -173,6 +173,9 @@ class FrameworkProbe:
     # the facts parsed from them (devicebench.env.messages.reported_facts).
     messages: list[str] = field(default_factory=list)
     reported: dict[str, Any] = field(default_factory=dict)
+    # All it printed there (info lines dropped, whitespace collapsed, bounded: said_text),
+    # read by the table of the frameworks' own diagnostic sentences ([[framework_says]]).
+    said: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # exception text / stderr tail when status != ok
 

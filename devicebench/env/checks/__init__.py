@@ -83,6 +83,12 @@ from devicebench.env.checks.rocm import (
     check_wsl1,
     check_wsl_rocm,
 )
+from devicebench.env.checks.said import (
+    check_bundled_runtimes,
+    check_extension_abi,
+    check_framework_says,
+    drop_said_covered,
+)
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
     check_jax_jaxlib,
@@ -158,6 +164,9 @@ CHECKS: list[Check] = [
     check_xla_off_apple,
     check_onednn,
     check_other_backends,
+    check_framework_says,
+    check_extension_abi,
+    check_bundled_runtimes,
     check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 
@@ -222,5 +231,5 @@ def run_checks(snapshot: EnvSnapshot, kb: dict[str, Any] | None = None) -> list[
     # Fixes are printed for this machine: shell syntax of its platform, and never a package
     # that does not exist for it (a check that proposed one is a bug; say so instead).
     findings = [dataclasses.replace(f, fix=_checked_fix(f.fix, snapshot, knowledge))
-                for f in drop_covered(defer_generic_fixes(findings))]
+                for f in drop_said_covered(drop_covered(defer_generic_fixes(findings)))]
     return sort_findings(findings)

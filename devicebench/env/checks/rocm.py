@@ -5,7 +5,7 @@ is not a ROCm build, PyTorch's ROCm wheels under WSL, and WSL 1 (no GPU at all).
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import KB, has_nvidia_gpu, matches
+from devicebench.env.checks._util import KB, as_version, has_nvidia_gpu, matches
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot, FrameworkProbe
 
@@ -46,6 +46,16 @@ def _failed(probe: FrameworkProbe | None) -> bool:
         or bool(probe.reported.get("no_kernel_image"))
 
 
+def _newer_wheels(gfx: str, probe: FrameworkProbe, kb: KB) -> dict | None:
+    """The ``[[rocm_wheels_since]]`` row whose PyTorch ROCm wheels first carry ``gfx``, when
+    the installed build's ROCm (its HIP version) is older than that release."""
+    hip = as_version(str(probe.build.get("hip_version") or ""))
+    for row in kb.get("rocm_wheels_since", []):
+        if gfx in row["targets"] and hip is not None and hip < as_version(row["rocm"]):
+            return row
+    return None
+
+
 def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """An AMD GPU whose target the ROCm build has no kernels for: the sibling to pose as."""
     agents = amd_agents(snap)
@@ -82,6 +92,17 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     hide = (f" HIP_VISIBLE_DEVICES={index}" if others else "")
     rule = next((r for r in kb["rocm_overrides"] if gfx.startswith(r["family"])), None)
     severity = "error" if (failed or arch) else "warning"
+    newer = _newer_wheels(gfx, probe, kb) if probe is not None else None
+    if newer is not None and (rule is None or rule.get("unreliable")):
+        return [Finding(
+            "rocm.gfx-not-in-build", severity, f"{who} has no kernels for this AMD GPU ({gfx})",
+            observed=observed,
+            why=(f"{gfx} kernels are in PyTorch's ROCm {newer['rocm']} wheels and later, not in "
+                 f"this ROCm {str(probe.build.get('hip_version') or '?')[:3]} build; posing as "
+                 "another target (HSA_OVERRIDE_GFX_VERSION) does not fit this GPU."),
+            fix=(f"pip install -U {newer['torch']} --index-url "
+                 f"https://download.pytorch.org/whl/rocm{newer['rocm']}"),
+            source=newer["source"])]
     if rule is None or rule.get("unreliable"):
         src = kb["rocm_from_source"]
         extra = (f"; HSA_OVERRIDE_GFX_VERSION={rule['override']} only for a quick try"
@@ -95,7 +116,9 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                         observed=observed, why=why, fix=src["fix"].format(gfx=gfx) + extra,
                         source=(rule or src)["source"])]
     why = (f"ROCm builds carry kernels for a few targets per family; {gfx} runs the "
-           f"{rule['family']}x family's supported target's kernels when told to pose as it"
+           f"{rule['family']}x family's supported target's kernels when told to pose as it "
+           "with HSA_OVERRIDE_GFX_VERSION, which is not set in this program's environment "
+           "(a shell variable that is not exported does not count)"
            + (f"; the other GPU ({', '.join(others)}) is hidden so the override fits one "
               "GPU" if others else "") + ".")
     return [Finding("rocm.gfx-not-in-build", severity,
@@ -172,11 +195,12 @@ def check_torch_not_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 
 def check_wsl_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """PyTorch's ROCm wheels under WSL without a GPU: WSL needs AMD's WSL builds."""
+    out = _wsl_rocm_distro(snap, kb)
     probe = _rocm_torch(snap)
     if not snap.host.wsl or probe is None or any(
             d.kind == "GPU" for d in probe.physical_devices):
-        return []
-    return [Finding(
+        return out
+    return out + [Finding(
         "rocm.wsl-wheels", "error",
         "PyTorch's ROCm wheels do not reach the GPU under WSL",
         observed=f"WSL; torch {probe.version} (a ROCm build) lists no GPU",
@@ -184,6 +208,27 @@ def check_wsl_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "driver; the ROCm wheels from download.pytorch.org bundle a libhsa-runtime64 that "
             "cannot find it (hipErrorNoDevice).",
         fix=kb["rocm"]["wsl_fix"], source=kb["rocm"]["wsl_source"])]
+
+
+def _wsl_rocm_distro(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """ROCm (rocminfo ran, or failed) under WSL 2 in a distribution AMD's WSL build lacks."""
+    distros = kb["rocm"].get("wsl_distros", [])
+    if not snap.host.wsl or not (snap.host.amd_agents or snap.host.rocm_error) or not distros:
+        return []
+    name = snap.host.os_version
+    if any(name.startswith(d) for d in distros):
+        return []
+    return [Finding(
+        "rocm.wsl-distro-unsupported", "error" if snap.host.rocm_error else "warning",
+        f"ROCm under WSL runs on {' and '.join(distros)} only, not {name.split(' (')[0] or '?'}",
+        observed=f"WSL 2, {name or 'unknown distribution'}"
+                 + (f"; rocminfo: {snap.host.rocm_error}" if snap.host.rocm_error else ""),
+        why="AMD ships ROCm's WSL runtime (the one that reaches the GPU through Windows' "
+            "driver) for these distributions only; in another one rocminfo and the frameworks "
+            "fail to find or use the GPU.",
+        fix=f"install ROCm in an {distros[0]} WSL distribution (wsl --install -d "
+            f"Ubuntu-{distros[0].split()[-1]}) following AMD's ROCm-on-WSL guide",
+        source=kb["rocm"]["wsl_distros_source"])]
 
 
 def check_wsl1(snap: EnvSnapshot, kb: KB) -> list[Finding]:

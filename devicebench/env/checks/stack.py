@@ -87,8 +87,10 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         parsed = as_version(anchor_v)
         local = parsed.local if parsed is not None else None
         index = (f" --index-url https://download.pytorch.org/whl/{local}"
-                 if stack["anchor"] == "torch" and local else "")
-        if parsed is not None and parsed.is_prerelease and stack["anchor"] == "torch":
+                 if stack["anchor"] == "torch" and local and stack.get("torch_index", True)
+                 else "")
+        if (parsed is not None and parsed.is_prerelease and stack["anchor"] == "torch"
+                and stack.get("torch_index", True)):
             # A nightly has no release to pin: take the component from the same nightly index.
             pins = "--pre " + " ".join(c for c, _ in bad)
             index = f" --index-url https://download.pytorch.org/whl/nightly/{local or 'cpu'}"
