@@ -28,6 +28,8 @@ from devicebench.script_check import (
     boundary_rules,
     compile_rules,
     data_rules,
+    guide_jax_tf,
+    guide_torch,
     hot_rules,
     item_rules,
     jax_rules,
@@ -40,6 +42,7 @@ from devicebench.script_check import (
     optimizer_rules,
     placement_rules,
     reach_rules,
+    round9_rules,
     setup_rules,
     shape_rules,
     sync_rules,
@@ -59,7 +62,7 @@ _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_ru
                  reach_rules, mlx_rules, api_rules, compile_rules, setup_rules,
                  vector_rules, kind_rules, name_rules,
                  item_rules, hot_rules, boundary_rules,
-                 optimizer_rules)
+                 optimizer_rules, guide_torch, guide_jax_tf, round9_rules)
 
 
 @dataclass(frozen=True)

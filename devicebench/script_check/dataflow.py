@@ -295,6 +295,11 @@ def callees(ctx: Context, roots: list[ast.AST], depth: int = 3,
                         fn = _method(autograd[f.value.id], "forward")
                 elif isinstance(f, ast.Attribute) and root_name(f.value) == "self":
                     fn = _unique_method(ctx, f.attr)  # self.corr_block.index_pyramid(x)
+                if fn is None and isinstance(f, ast.Attribute) and isinstance(
+                        f.value, ast.Name) and _is_parameter(ctx, n, f.value.id):
+                    # model_ema.update(model): an object the function is given, whose method
+                    # only one class of this file defines (issue 24, round 10)
+                    fn = _unique_method(ctx, f.attr)
                 if fn is None and last_name(n) == "backward" and not n.args:
                     # `loss.backward()` runs the backward of every custom autograd Function
                     # this file applies (torch.autograd.Function subclasses)
@@ -360,6 +365,13 @@ def _submodule_forward(ctx: Context, attr: str) -> ast.FunctionDef | ast.AsyncFu
             cls = ctx.classes[n.value.func.id]
             return _method(cls, "forward") or _method(cls, "__call__")
     return None
+
+
+def _is_parameter(ctx: Context, node: ast.AST, name: str) -> bool:
+    """Whether ``name`` is a parameter of the function enclosing ``node`` (not ``self``)."""
+    fn = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    return fn is not None and name not in ("self", "cls") and name in {
+        a.arg for a in fn.args.args + fn.args.kwonlyargs}  # type: ignore[union-attr]
 
 
 def _unique_method(ctx: Context, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

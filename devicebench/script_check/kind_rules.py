@@ -59,6 +59,51 @@ def tensor_from_python_list(ctx: Context) -> None:
                 call, f"`{ast.unparse(call.args[0])[:30]}` is {how} (of {held}), and "
                 f"{_where(ctx, site)}",
                 ctor=ctor, how=how)
+    _tensor_list_to_numpy(ctx)
+
+
+def _framework_results(ctx: Context, name: str, scope: ast.AST) -> bool:
+    """Whether the list ``name`` is grown with results of framework calls: a model's
+    output (``outputs.append(model(x))``) or a TensorFlow/PyTorch op."""
+    body = scope.body if hasattr(scope, "body") else []
+    params = {a.arg for a in scope.args.args} if isinstance(
+        scope, ast.FunctionDef | ast.AsyncFunctionDef) else set()
+    for n in walk(body):
+        if (isinstance(n, ast.Call) and last_name(n) == "append" and n.args
+                and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                and n.func.value.id == name and isinstance(n.args[0], ast.Call)):
+            f = n.args[0].func
+            if isinstance(f, ast.Name) and (f.id in ctx.models or f.id in params and f.id in (
+                    "model", "net", "module")) or ctx.resolve(f).startswith(
+                        ("tensorflow.", "torch.")):
+                return True
+    return False
+
+
+_LIST_TO_NUMPY_WHY = (
+    "`np.array(list_of_tensors)` does not use the tensors' array conversion: NumPy walks "
+    "each tensor as a sequence, element by element (tensorflow/tensorflow#27692, TensorFlow "
+    "team: \"if you do np.array(tensor) there's no slowdown, it's only if you do "
+    "np.array(list_of_tensors)\" -- orders of magnitude slower)")
+_LIST_TO_NUMPY_FIX = (
+    "join them in the framework first and convert once: `tf.concat(outputs, 0).numpy()` / "
+    "`torch.cat(outputs).cpu().numpy()`, or append `t.numpy()` instead of `t`")
+
+
+def _tensor_list_to_numpy(ctx: Context) -> None:
+    """``np.array(outputs)`` of a list of model outputs (issue 24, round 10)."""
+    if not (ctx.uses("tensorflow") or ctx.uses("torch")):
+        return
+    for call in ctx.calls():
+        if (ctx.resolve(call.func) in ("numpy.array", "numpy.asarray") and call.args
+                and isinstance(call.args[0], ast.Name)
+                and python_list(ctx, call.args[0], scope_of(ctx, call))
+                and _framework_results(ctx, call.args[0].id, scope_of(ctx, call))):
+            ctx.add("script.tensor-from-python-list", "info", call,
+                    f"`{call.args[0].id}` is a list of framework tensors (model outputs or "
+                    "ops) appended one by one",
+                    why=_LIST_TO_NUMPY_WHY, fix=_LIST_TO_NUMPY_FIX,
+                    ctor="np.array", how="a list of tensors")
 
 
 _MLX_GRADS = ("mlx.nn.value_and_grad", "mlx.core.value_and_grad", "mlx.core.grad")

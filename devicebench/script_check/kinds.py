@@ -36,11 +36,27 @@ from devicebench.script_check.dataflow import callees
 
 # methods the data pipeline runs once per item or per batch
 _PER_ITEM = {"__getitem__", "__next__", "__iter__", "collate", "collate_fn"}
+# Lightning hooks its Trainer calls on every training step (issue 24, round 10)
+_PER_STEP_HOOKS = {"training_step", "on_train_batch_start", "on_train_batch_end",
+                   "on_before_optimizer_step", "on_after_backward", "on_before_zero_grad"}
 
 
 def _loops(ctx: Context) -> list[ast.AST]:
     return [n for n in ast.walk(ctx.tree) if isinstance(n, LOOPS + COMPREHENSIONS)
             and not ctx.is_compiled_scope(n)]
+
+
+def _collate_functions(ctx: Context) -> list[FuncDef]:
+    """Functions of this file a DataLoader runs once per batch: ``collate_fn=f`` or
+    ``collate_fn=lambda b: f(b, ...)`` (issue 24, round 10)."""
+    out = []
+    for call in ctx.calls():
+        v = next((k.value for k in call.keywords if k.arg == "collate_fn"), None)
+        body = v.body if isinstance(v, ast.Lambda) else v
+        names = [body.id] if isinstance(body, ast.Name) else [
+            body.func.id] if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) else []
+        out += [ctx.funcs[n] for n in names if n in ctx.funcs]
+    return out
 
 
 def repeated_functions(ctx: Context) -> dict[int, tuple[ast.AST, ast.AST, FuncDef]]:
@@ -55,8 +71,13 @@ def repeated_functions(ctx: Context) -> dict[int, tuple[ast.AST, ast.AST, FuncDe
             out.setdefault(id(fn), (loop, call, fn))
     for cls in ctx.classes.values():
         for m in cls.body:
-            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name in _PER_ITEM:
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and (
+                    m.name in _PER_ITEM or m.name in _PER_STEP_HOOKS):
                 out.setdefault(id(m), (m, m, m))
+                for call, fn in callees(ctx, list(m.body)):  # what the hook runs
+                    out.setdefault(id(fn), (m, call, fn))
+    for fn in _collate_functions(ctx):
+        out.setdefault(id(fn), (fn, fn, fn))
     ctx._repeated_functions = out  # type: ignore[attr-defined]
     return out
 
@@ -130,7 +151,7 @@ def list_elements(ctx: Context, expr: ast.AST, scope: ast.AST) -> str:
         return "numbers" if _number(expr.elt) else "arrays"
     if not isinstance(expr, ast.Name):
         return "unknown"
-    values = _bindings(scope, expr.id)
+    values = [v for v in _bindings(scope, expr.id) if not any(n is expr for n in ast.walk(v))]
     if values and all(isinstance(v, ast.ListComp) for v in values):
         return "numbers" if all(_number(v.elt) for v in values) else "arrays"  # type: ignore[attr-defined]
     added = [n for n in walk(scope.body if hasattr(scope, "body") else [])
@@ -154,7 +175,8 @@ def python_list(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 2) -> 
     if isinstance(expr, ast.ListComp):
         return "a list comprehension"
     if isinstance(expr, ast.Name) and depth > 0:
-        values = _bindings(scope, expr.id)
+        # `x = torch.tensor(x)`: the conversion's own rebinding is not what x held (round 10)
+        values = [v for v in _bindings(scope, expr.id) if not any(n is expr for n in ast.walk(v))]
         if values and all(isinstance(v, ast.List) and not v.elts for v in values) and _grown(
                 scope, expr.id):
             return "a list grown with append/extend"

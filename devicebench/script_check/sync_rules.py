@@ -402,8 +402,8 @@ def empty_cache_in_loop(ctx: Context) -> None:
         return
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop) or ctx.search(
-                loop.body, ctx.is_step, skip_in_step) is None:
-            continue
+                loop.body, ctx.is_step, skip_in_step) is None and not _eval_loop(ctx, loop):
+            continue  # a training loop, or an evaluation pass over batches (round 10)
         sites = [(n, "") for n in walk(loop.body, lambda x: isinstance(x, LOOPS))] + [
             (n, fn.name) for call, fn in callees(ctx, list(loop.body)) for n in walk(fn.body)]
         for n, fn_name in sites:
