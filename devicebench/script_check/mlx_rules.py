@@ -152,8 +152,9 @@ def _partly_evaluated(ctx: Context, skip: set[int]) -> None:
                 missing.append(f"`{model}` and `{opt}` (changed by `{ast.unparse(u)[:40]}`)")
         assigned = {t for s in walk(body) if isinstance(s, ast.Assign) and isinstance(
             s.value, ast.Call) for tg in s.targets for t in target_names(tg)}
+        fed = _feeding(body, covered)  # evaluating y evaluates what y was computed from
         grown = {name: stmts for name, stmts in loop_carried(ctx, loop).items()
-                 if name not in covered and any(isinstance(n, ast.Name) and n.id in assigned
+                 if name not in fed and any(isinstance(n, ast.Name) and n.id in assigned
                                                for st in stmts for n in ast.walk(st.value))}
         if evals and (missing or grown):
             what = missing + [f"`{n}`" for n in sorted(grown)]
@@ -168,6 +169,27 @@ def _partly_evaluated(ctx: Context, skip: set[int]) -> None:
                             f"`{name}` accumulates over the loop at {ctx.line(loop.lineno)} "
                             "and nothing in the loop evaluates it: one graph over every "
                             "iteration, evaluated (and held in memory) only at the end")
+
+
+def _feeding(stmts: list[ast.AST], names: set[str]) -> set[str]:
+    """``names`` and every name assigned in ``stmts`` whose value feeds one of them: MLX
+    evaluates an array's whole graph, so ``mx.eval(y)`` (or ``mx.async_eval(y)``) also
+    materialises ``tokens`` when ``y`` was computed from it (ml-explore/mlx-lm's
+    generate_step: the token history feeds the logits processors, which feed ``y``)."""
+    deps: dict[str, set[str]] = {}
+    for s in walk(stmts):
+        if isinstance(s, ast.Assign | ast.AugAssign | ast.AnnAssign) and s.value is not None:
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            used = {n.id for n in ast.walk(s.value) if isinstance(n, ast.Name)}
+            for t in (t for tg in targets for t in target_names(tg)):
+                deps.setdefault(t, set()).update(used - {t})
+    out, todo = set(names), list(names)
+    while todo:
+        for d in deps.get(todo.pop(), ()):
+            if d not in out:
+                out.add(d)
+                todo.append(d)
+    return out
 
 
 def root(path: str) -> str:

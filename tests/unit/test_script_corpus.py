@@ -137,14 +137,17 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # floor lowered, no alarm added). Rules frozen at 6c4f736; round9_heldout (never checked
 # before) measured once there: 1/15 with 3 false alarms -- the untouched figure, and its
 # floor below (the rules before this round, 2c4b444, and the step-0 rules, 6504ef8, give it
-# the same 1/15 with 3); no rule was changed after it.
+# the same 1/15 with 3); no rule was changed after it. After scoring, one rule bug its
+# false alarms showed was mended (the lead, with round9_heldout seen from then on):
+# script.mlx-no-eval counted `tokens` as unevaluated where `mx.async_eval(y)` evaluates
+# it, `y` being computed from it (mlx_rules._feeding) -> 1/15 with 2; no other set moved.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
             "round4_heldout": (18, 1), "round5_dev": (22, 0), "round5_heldout": (21, 1),
             "round6_dev": (23, 1), "round6_heldout": (16, 1), "round7_dev": (19, 0),
             "round7_heldout": (13, 0), "round8_dev": (17, 0), "round8_heldout": (6, 0),
-            "round9_dev": (13, 0), "round9_heldout": (1, 3)}
+            "round9_dev": (13, 0), "round9_heldout": (1, 2)}
 
 
 def _header(path: Path) -> str:
@@ -283,8 +286,8 @@ def test_corpus_half(half: str) -> None:
              "round8_heldout": "round8_heldout (seen since; untouched it was 2/19 with 0 "
                                "false alarms)",
              "round9_dev": "round9_dev (rules written against it; 2/13 before)",
-             "round9_heldout": "round9_heldout (UNTOUCHED: measured once, with the rules "
-                               "frozen at 6c4f736)"}.get(half, half)
+             "round9_heldout": "round9_heldout (seen since; untouched it was 1/15 with 3 "
+                               "false alarms)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")

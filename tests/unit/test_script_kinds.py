@@ -531,3 +531,26 @@ def test_numpy_state_passed_to_a_jitted_function_on_every_call() -> None:
     assert ids_at(source, "script.per-step-copy") == [14]
     on_device = source.replace("np.asarray(v) for k", "jnp.asarray(v) for k")
     assert ids_at(on_device, "script.per-step-copy") == []
+
+
+def test_mlx_evaluating_a_result_evaluates_what_it_was_computed_from() -> None:
+    # ml-explore/mlx-lm's generate_step (PR #1084, seen since round 9): the token history
+    # feeds the logits processors, which feed `y`; `mx.async_eval(y)` materialises it.
+    source = """\
+        import mlx.core as mx
+
+        def generate(model, y, processors, n):
+            tokens = y
+            for _ in range(n):
+                logits = model(y)
+                tokens = mx.concat([tokens, y])
+                for p in processors:
+                    logits = p(tokens, logits)
+                y = mx.argmax(logits, axis=-1)
+                mx.async_eval(y)
+                yield y
+    """
+    assert ids_at(source, "script.mlx-no-eval") == []
+    # A history that feeds nothing evaluated still grows one graph over the loop.
+    apart = source.replace("logits = p(tokens, logits)", "logits = p(logits)")
+    assert ids_at(apart, "script.mlx-no-eval") == [11]
