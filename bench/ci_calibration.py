@@ -23,6 +23,9 @@ time's coverage printed beside a stability finding whenever it is below 90%.
 
 Full form (about an hour on the 2-core VM; run it on a quiet machine):
     python bench/ci_calibration.py --k 8 --gap 30
+With one results file per series (--history), each rerun's CIs include how far the
+earlier reruns moved beyond theirs (from the third on; the first two have too few):
+    python bench/ci_calibration.py --k 8 --gap 10 --history
 Reduced form (proves the bench works; figures then mean little):
     python bench/ci_calibration.py --k 3 --rounds 3 --budget 20 --gap 0
 """
@@ -52,10 +55,17 @@ class Figure:
     value: float
     low: float
     high: float
+    # The run's own CI when the shown one was widened by earlier runs (--history).
+    own: tuple[float, float] | None = None
 
     @property
     def se(self) -> float:
         return max((self.high - self.low) / 2 / Z95, 1e-12)
+
+    @property
+    def own_se(self) -> float:
+        lo, hi = self.own or (self.low, self.high)
+        return max((hi - lo) / 2 / Z95, 1e-12)
 
 
 @dataclass
@@ -87,7 +97,8 @@ def one_rerun(args: argparse.Namespace, db: Path) -> Rerun:
                           timeout=args.timeout)
     out = Rerun(seconds=time.monotonic() - t0)
     if args.keep:  # the JSON beside the store, for estimators computed afterwards
-        db.with_suffix(".json").write_text(proc.stdout)
+        n = len(list(db.parent.glob(f"{db.stem}*.json")))
+        db.with_name(f"{db.stem}-{n}.json").write_text(proc.stdout)
     if proc.returncode != 0:
         out.error = (proc.stderr.strip().splitlines() or ["?"])[-1]
         return out
@@ -100,13 +111,16 @@ def one_rerun(args: argparse.Namespace, db: Path) -> Rerun:
     ref = rows.get("tensorflow/cpu")
     if ref and ref.get("step_time_s"):
         st = ref["step_time_s"]
+        own = st.get("ci95_this_run")
         out.figures["step tensorflow/cpu (ms)"] = Figure(
-            st["median"] * 1e3, st["ci95"][0] * 1e3, st["ci95"][1] * 1e3)
+            st["median"] * 1e3, st["ci95"][0] * 1e3, st["ci95"][1] * 1e3,
+            (own[0] * 1e3, own[1] * 1e3) if own else None)
     for label, name in (("tensorflow/cpu jit=on", "ratio tensorflow/cpu jit=on vs default"),
                         ("jax/cpu", "ratio jax/cpu vs tensorflow/cpu")):
         sp = (rows.get(label) or {}).get("speedup_vs_reference")
         if sp:
-            out.figures[name] = Figure(sp["value"], *sp["ci95"])
+            own = sp.get("ci95_this_run")
+            out.figures[name] = Figure(sp["value"], *sp["ci95"], tuple(own) if own else None)
     return out
 
 
@@ -129,7 +143,10 @@ def series(args: argparse.Namespace, label: str) -> list[Rerun]:
         for i in range(args.k):
             if i and args.gap:
                 time.sleep(args.gap)
-            r = one_rerun(args, Path(tmp) / f"{label}-{i}.db")
+            # --history: one results file per series, as a user's own: each rerun's CIs
+            # then include how far the earlier reruns moved (devicebench.results.reruns).
+            db = tmp / (f"{label}.db" if args.history else f"{label}-{i}.db")
+            r = one_rerun(args, db)
             shown = ", ".join(f"{k.split(' ', 1)[1]}={f.value:.4g} [{f.low:.4g}-{f.high:.4g}]"
                               for k, f in r.figures.items())
             cpu = ("" if r.cpu_slowdown is None
@@ -156,6 +173,13 @@ def report(label: str, reruns: list[Rerun]) -> None:
         dev = max(abs(f.value - mean) / mean for f in figs)
         values = ", ".join(f"{f.value:.4g}" for f in figs)
         print(f"  {name}: values {values}")
+        if any(f.own for f in figs):
+            own = [(a.value - b.value) / math.sqrt(a.own_se ** 2 + b.own_se ** 2)
+                   for a, b in itertools.combinations(figs, 2)]
+            print(f"    (with each run's own CI, before earlier runs widened it: |z| < 1.96 "
+                  f"in {sum(1 for z in own if abs(z) < Z95) / len(own):.0%} of pairs; "
+                  f"{sum(1 for f in figs if f.own)} of {len(figs)} reruns had earlier runs "
+                  "to widen by)")
         print(f"    pairwise |z| < 1.96 in {inside:.0%} of {len(zs)} pairs (max |z| "
               f"{max(abs(z) for z in zs):.2f}); max deviation from the mean {dev:.1%}")
         if kind == "ratio":
@@ -211,6 +235,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per rerun")
     ap.add_argument("--keep", metavar="DIR", default=None,
                     help="keep each rerun's store and JSON in DIR (default: a temporary one)")
+    ap.add_argument("--history", action="store_true",
+                    help="one results file per series (each rerun sees the earlier ones: "
+                         "its CIs include their run-to-run spread), as a user's own file")
     ap.add_argument("--no-load", action="store_true", help="quiet series only")
     ap.add_argument("--load-only", action="store_true", help="loaded series only")
     args = ap.parse_args()

@@ -112,6 +112,7 @@ def run(
     from devicebench.env.probe import probe_host_layer
     from devicebench.measure.cpuspeed import CpuSpeedSampler
     from devicebench.measure.load import MachineLoad, read_load
+    from devicebench.results.reruns import rerun_lines, with_rerun_spread
     from devicebench.store import recorded_run
     from devicebench.trials.engine import run_workload_group
     from devicebench.trials.epochs import fit_estimate
@@ -206,9 +207,12 @@ def run(
         load = MachineLoad(load_before, load_after, speed).to_dict()
         rec.summary = {"load": load,
                        "stability": [f.to_dict() for f in findings]}
-    # Only trials measured together in this run are compared (their rounds interleaved);
-    # stored ones are shown as they were stored, apart.
-    rows = compare(results) + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
+        # Only trials measured together in this run are compared (their rounds
+        # interleaved), their CIs widened by how far this machine's earlier runs of them
+        # moved; stored ones are shown as they were stored, apart.
+        measured = with_rerun_spread(compare(results), store, machine, run_id)
+        notes += rerun_lines(measured)
+    rows = measured + [ComparisonRow(r, False, None, fit_estimate(r)) for r in stored]
     rows = [replace(r, result=replace(r.result, spec=r.result.spec.with_(
         workload=shown[r.result.spec.workload]))) if r.result.spec.workload in shown else r
         for r in rows]

@@ -71,7 +71,7 @@ def render_comparison(rows: list[ComparisonRow], *, console: Console | None = No
             table.add_row(f"[bold]{workload}[/]")
         for row in (r for r in rows if r.result.spec.workload == workload):
             r = row.result
-            st = r.step_time
+            st = row.step_time
             step = (f"{fmt_duration(st.median)} [{fmt_duration(st.ci_low)}–"
                     f"{fmt_duration(st.ci_high)}]") if st else "-"
             if row.is_reference:

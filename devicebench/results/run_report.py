@@ -20,9 +20,10 @@ from devicebench.env.snapshot import EnvSnapshot
 from devicebench.errors import InputError
 from devicebench.fmt import fmt_bytes, fmt_rate
 from devicebench.measure.load import MachineLoad
-from devicebench.measure.stats import Ratio, paired_ratio, ratio_of_medians
+from devicebench.measure.stats import Ratio, Summary, paired_ratio, ratio_of_medians
 from devicebench.ops.analysis import analyse
 from devicebench.results.monitor_report import MonitorFigures, monitor_figures
+from devicebench.results.reruns import rerun_lines, with_rerun_spread
 from devicebench.schema import envelope
 from devicebench.store.db import ResultStore
 from devicebench.store.ops import fullest_ops_run
@@ -189,8 +190,11 @@ def _curve(t: TrialResult) -> list[tuple[int, float]]:
     return sorted(pts)
 
 
-def _config(t: TrialResult, speedup: Ratio | None, is_ref: bool) -> ConfigFigures:
-    st = t.step_time
+def _config(t: TrialResult, speedup: Ratio | None, is_ref: bool,
+            step: Summary | None = None) -> ConfigFigures:
+    """One configuration's figures; ``step``: its step time as shown (the CI widened by
+    earlier runs), else the trial's own."""
+    st = step or t.step_time
     return ConfigFigures(
         t.spec.label, t.spec.to_dict(), t.status, t.error.splitlines()[0] if t.error else "",
         st.median if st else None, st.ci_low if st else None, st.ci_high if st else None,
@@ -279,16 +283,24 @@ def _advice_recommendation(wf: WorkloadFigures, summary: dict[str, Any]) -> None
     wf.notes += [str(n) for n in summary.get("notes", [])]
 
 
-def training_figures(run: StoredRun, has_accel: bool) -> list[WorkloadFigures]:
-    """Per workload of a ``run`` or ``advise`` run: configurations, headline, advice."""
+def training_figures(run: StoredRun, has_accel: bool, store: ResultStore | None = None
+                     ) -> list[WorkloadFigures]:
+    """Per workload of a ``run`` or ``advise`` run: configurations, headline, advice.
+    With ``store``, a ``run``'s CIs are widened by how far the machine's earlier runs of
+    the same configurations moved (:mod:`devicebench.results.reruns`), as `run` showed."""
     interleaved = run.command == "run"  # one group per workload, measured in rounds
     out: list[WorkloadFigures] = []
     workloads = list(dict.fromkeys(t.spec.workload for t in run.trials))
     for w in workloads:
         trials = _latest_per_spec([t for t in run.trials if t.spec.workload == w])
+        reruns: list[str] = []
         if interleaved:
             rows = compare(trials)
-            configs = [_config(r.result, r.speedup, r.is_reference) for r in rows]
+            if store is not None:
+                rows = with_rerun_spread(rows, store, run.machine.id, run.id)
+                reruns = rerun_lines(rows)
+            configs = [_config(r.result, r.speedup, r.is_reference, r.step_time)
+                       for r in rows]
         else:
             base = trials[0]
             configs = [_config(t, None if t is base or t.status != "ok" or not t.block_seconds
@@ -301,6 +313,7 @@ def training_figures(run: StoredRun, has_accel: bool) -> list[WorkloadFigures]:
             _advice_recommendation(wf, summary)
         else:
             _run_recommendation(wf)
+        wf.notes += reruns
         out.append(wf)
     return out
 
@@ -413,7 +426,7 @@ def build_report(store: ResultStore, run_id: int | None,
                                 f"({extra.started_at[:16]}), the fullest of this machine's "
                                 "recent sweeps (report --ops-run ID picks another)")
     if training is not None:
-        report.workloads = training_figures(training, has_accel)
+        report.workloads = training_figures(training, has_accel, store)
         report.stability = _stability(training)
         shown = {n for w in report.workloads for n in w.notes}  # advise stored its own
         report.notes += [line for f in report.stability

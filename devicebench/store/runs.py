@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,3 +221,29 @@ def run_history(store: ResultStore, limit: int = 50) -> list[HistoryRow]:
                                   int(ok), int(nops), workloads,
                                   str(options.get("imported_from") or ""), digest, scripts))
     return out
+
+
+def earlier_results(store: ResultStore, machine_id: int, spec_keys: Iterable[str],
+                    before_run: int, limit: int = 10) -> dict[int, dict[str, TrialResult]]:
+    """The ``ok`` trials of ``spec_keys`` on this machine in the newest ``limit`` runs
+    before ``before_run`` that measured any of them: run id -> spec key -> trial (a
+    run's last trial of a key when it measured one twice), newest run first."""
+    keys = sorted(set(spec_keys))
+    if not keys:
+        return {}
+    marks = ",".join("?" * len(keys))
+    with store._read("reading earlier runs' trials") as c:
+        runs = [r[0] for r in c.execute(
+            "SELECT DISTINCT t.run_id FROM trials t JOIN runs r ON r.id = t.run_id "
+            f"WHERE r.machine_id = ? AND t.run_id < ? AND t.status = 'ok' AND "
+            f"t.spec_key IN ({marks}) ORDER BY t.run_id DESC LIMIT ?",
+            (machine_id, before_run, *keys, limit)).fetchall()]
+        out: dict[int, dict[str, TrialResult]] = {}
+        for run_id in runs:
+            rows = c.execute(
+                "SELECT id, run_id, spec, result, spec_key FROM trials WHERE run_id = ? "
+                f"AND status = 'ok' AND spec_key IN ({marks}) ORDER BY id",
+                (run_id, *keys)).fetchall()
+            out[run_id] = {key: store._load(c, *row) for *row, key in rows}
+    return out
+

@@ -330,11 +330,8 @@ class TrialGroup:
                     if level >= len(procs):
                         continue
                     k, worker = procs[level]
-                    # A later process cuts the blocks its trial's first one cut (this
-                    # round's level 0 replied first): one steps_per_block per trial.
-                    request = MeasureRequest(
-                        bool(self._whole),
-                        self.results[spec].steps_per_block if k else None).to_message()
+                    k_steps = self.results[spec].steps_per_block if k else None  # 1 K/trial
+                    request = MeasureRequest(bool(self._whole), k_steps).to_message()
                     if k == 0:
                         msg = self._ask(spec, lambda w=worker, m=request: w.request(
                             m, timeout=options.block_timeout))

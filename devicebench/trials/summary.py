@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from devicebench.measure.stats import Ratio, paired_ratio
+from devicebench.measure.reruns import RerunSpread
+from devicebench.measure.stats import Ratio, Summary, paired_ratio
 from devicebench.trials.epochs import FitEstimate, fit_estimate
 from devicebench.trials.result import TrialResult
 from devicebench.trials.spec import TrialSpec
@@ -18,10 +19,23 @@ class ComparisonRow:
     is_reference: bool
     speedup: Ratio | None  # reference step time / this step time (>1: faster)
     fit: FitEstimate | None = None  # the epoch (training + validation) and a whole fit
+    # Earlier runs of the same figures on this machine (devicebench.results.reruns): the
+    # run-to-run spread, and the CIs widened by it (``speedup`` then holds the widened
+    # ratio, ``speedup_this_run`` this run's own; ``step_time_reruns`` the widened step).
+    step_reruns: RerunSpread | None = None
+    speedup_reruns: RerunSpread | None = None
+    speedup_this_run: Ratio | None = None
+    step_time_reruns: Summary | None = None
+
+    @property
+    def step_time(self) -> Summary | None:
+        """The step time as shown: its CI widened by this machine's run-to-run spread
+        when earlier runs give one, else the run's own."""
+        return self.step_time_reruns or self.result.step_time
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
-        st = r.step_time
+        st = self.step_time
         d: dict[str, Any] = {
             "workload": r.spec.workload,
             "label": r.spec.label,
@@ -66,12 +80,25 @@ class ComparisonRow:
                                 "ci95": [st.ci_low, st.ci_high], "n_blocks": st.n,
                                 "processes": r.processes,
                                 "process_spread": r.process_spread}
+            if self.step_reruns is not None and r.step_time is not None:
+                own = r.step_time
+                d["step_time_s"]["ci95_this_run"] = [own.ci_low, own.ci_high]
+                d["step_time_s"]["reruns"] = _spread(self.step_reruns)
         if self.speedup is not None:
             s = self.speedup
             d["speedup_vs_reference"] = {"value": s.value, "ci95": [s.ci_low, s.ci_high],
                                          "rounds": s.n_rounds,
                                          "processes": list(s.processes)}
+            if self.speedup_reruns is not None:
+                own = self.speedup_this_run or s
+                d["speedup_vs_reference"]["ci95_this_run"] = [own.ci_low, own.ci_high]
+                d["speedup_vs_reference"]["reruns"] = _spread(self.speedup_reruns)
         return d
+
+
+def _spread(s: RerunSpread) -> dict[str, Any]:
+    return {"runs": s.runs, "between_run_sd_log": s.tau, "between_run_range": s.percent,
+            "values": list(s.values)}
 
 
 def compare(results: list[TrialResult], epochs: int | None = None) -> list[ComparisonRow]:
