@@ -117,3 +117,20 @@ def test_runs_that_repeat_exactly_are_said_to_agree(tmp_path: Path):
     assert rows[1].speedup_reruns.tau == 0.0 and rows[1].speedup == plain[1].speedup
     assert rerun_lines(rows) == ["seed-rnn: 2 earlier runs of these configurations on this "
                                  "machine agree with this one within their CIs"]
+
+
+def test_a_stored_run_read_back_shows_the_same_widened_figures(tmp_path: Path):
+    from devicebench.results.run_report import build_report
+
+    with ResultStore.open(tmp_path / "r.db") as store:
+        machine = store.add_machine(EnvSnapshot(host=HostInfo()))
+        for i, (ref, jax) in enumerate([(3.7e-3, 0.29e-3), (5.8e-3, 0.31e-3),
+                                        (4.9e-3, 0.25e-3)]):
+            _run(store, machine, ref, jax, seed=i)
+        run, trials = _run(store, machine, 4.7e-3, 0.285e-3, seed=9)
+        shown = with_rerun_spread(compare(trials), store, machine, run)
+        report = build_report(store, run)
+    w, = report.workloads
+    assert w.notes[-1] == rerun_lines(shown)[0]
+    jax = next(c for c in w.configs if c.label == "jax/cpu")
+    assert jax.speedup == shown[1].speedup and jax.ci_low_s == shown[1].step_time.ci_low
