@@ -20,6 +20,10 @@ ROWS = {r["id"]: r for r in KB["framework_says"]}
 
 # One sample per row, in the frameworks' own wording (line breaks where they print them).
 SAMPLES = {
+    "libstdcxx.too-old": (
+        "torch", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' "
+                 "not found (required by /home/u/envs/t/lib/python3.11/site-packages/torch/lib/"
+                 "libtorch_python.so)"),
     "xformers.built-for-another-torch": (
         "torch", "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was "
                  "built for:\n    PyTorch 2.0.1+cu118 with CUDA 1108 (you have 2.0.1+cu117)\n"
