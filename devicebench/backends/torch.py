@@ -70,10 +70,11 @@ def probe() -> dict[str, Any]:
     return out
 
 
-# Compiled extensions built against one torch release, imported after torch when installed:
+# Compiled extensions built against one torch release, imported after torch when installed
+# (xformers logs "xFormers was built for: PyTorch X" to stderr on import instead of failing):
 # their import error ("undefined symbol: _ZN3c10...", "operator torchvision::nms does not
 # exist") is the framework's own statement that they belong to another torch.
-EXTENSION_MODULES = ("flash_attn_2_cuda", "torchvision", "torchaudio")
+EXTENSION_MODULES = ("flash_attn_2_cuda", "torchvision", "torchaudio", "xformers")
 
 
 def _extension_errors() -> dict[str, str]:

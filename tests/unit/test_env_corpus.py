@@ -36,6 +36,9 @@ written with the case before any rule for it:
 * ``round9_cases.json`` (28): ``round9_split.json`` (seed 2033, committed before any check
   ran on it, commit df0b850) into ``round9_dev``, which round 10's rules were written
   against, and ``round9_heldout``, scored once after those rules were frozen (b81665c).
+* ``round10_cases.json`` (30): ``round10_split.json`` (seed 2034, committed before any check
+  ran on it, commit c9f6266) into ``round10_dev``, which round 11's rules were written
+  against, and ``round10_heldout``, scored once after those rules were frozen (bcd285b).
 
 Run with ``-s`` to see the figures.
 """
@@ -71,6 +74,7 @@ ROUND6, ROUND6_SPLIT = _load("round6_cases")["cases"], _load("round6_split")
 ROUND7, ROUND7_SPLIT = _load("round7_cases")["cases"], _load("round7_split")
 ROUND8, ROUND8_SPLIT = _load("round8_cases")["cases"], _load("round8_split")
 ROUND9, ROUND9_SPLIT = _load("round9_cases")["cases"], _load("round9_split")
+ROUND10, ROUND10_SPLIT = _load("round10_cases")["cases"], _load("round10_split")
 
 # Figures measured here (diagnosed / cases). A change that lowers one fails; raise the dev
 # ones when rules improve (never to a figure not reached). The held-out floor is the figure
@@ -119,6 +123,10 @@ ROUND8_HELDOUT_DIAGNOSED_AT_LEAST = 7  # of 14 (50%); a floor, not raised by lat
 ROUND9_DEV_DIAGNOSED_AT_LEAST = 13  # of 14 (before its rules: 7/14)
 # round9_heldout: scored once, untouched, with the rules frozen (commit b81665c), 2026-12-02:
 ROUND9_HELDOUT_DIAGNOSED_AT_LEAST = 12  # of 14 (86%); a floor, not raised by later rules
+# round10_cases.json (30), split by round10_split.json before any check ran on it:
+ROUND10_DEV_DIAGNOSED_AT_LEAST = 11  # of 15 (before its rules: 9/15)
+# round10_heldout: scored once, untouched, with the rules frozen (commit bcd285b), 2026-12-02:
+ROUND10_HELDOUT_DIAGNOSED_AT_LEAST = 8  # of 15 (53%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -174,7 +182,7 @@ def test_new_split_is_the_committed_seeded_shuffle() -> None:
 
 
 @pytest.mark.parametrize("name", ["round2", "round3", "round4", "round5", "round6", "round7",
-                                  "round8", "round9"])
+                                  "round8", "round9", "round10"])
 def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
     import random
 
@@ -191,6 +199,8 @@ def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
                                       + ROUND4 + ROUND5 + ROUND6 + ROUND7),
                            "round9": (ROUND9, ROUND9_SPLIT, CORPUS + NEW + ROUND2 + ROUND3
                                       + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8),
+                           "round10": (ROUND10, ROUND10_SPLIT, CORPUS + NEW + ROUND2 + ROUND3
+                                       + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8 + ROUND9),
                            }[name]
     # round5: one URL found in an older set after the split was dropped (split["removed"]);
     # the shuffle is reproduced over the URLs as committed, the dropped one then removed.
@@ -219,8 +229,10 @@ ROUND8_DEV = [c for c in ROUND8 if c["url"] in ROUND8_SPLIT["round8_dev"]]
 ROUND8_HELDOUT = [c for c in ROUND8 if c["url"] in ROUND8_SPLIT["round8_heldout"]]
 ROUND9_DEV = [c for c in ROUND9 if c["url"] in ROUND9_SPLIT["round9_dev"]]
 ROUND9_HELDOUT = [c for c in ROUND9 if c["url"] in ROUND9_SPLIT["round9_heldout"]]
+ROUND10_DEV = [c for c in ROUND10 if c["url"] in ROUND10_SPLIT["round10_dev"]]
+ROUND10_HELDOUT = [c for c in ROUND10 if c["url"] in ROUND10_SPLIT["round10_heldout"]]
 ALL_CASES = (CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8
-             + ROUND9)
+             + ROUND9 + ROUND10)
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -320,6 +332,21 @@ def test_round9_corpus_figures() -> None:
         print(f"  dev miss: {url}")
     assert dev_hit >= ROUND9_DEV_DIAGNOSED_AT_LEAST
     assert held_hit >= ROUND9_HELDOUT_DIAGNOSED_AT_LEAST
+
+
+def test_round10_corpus_figures() -> None:
+    """The eleventh set: round10_dev before/after its rules, round10_heldout as scored once."""
+    dev_hit, dev_n, dev_missed = score(ROUND10_DEV)
+    held_hit, held_n, held_missed = score(ROUND10_HELDOUT)
+    print(f"\n  round10_dev: {dev_hit}/{dev_n} (9/15 before its rules)\n"
+          f"  round10_heldout (scored once, rules frozen): {held_hit}/{held_n} "
+          f"({100 * held_hit / held_n:.0f}%)")
+    for url in held_missed:
+        print(f"  held-out miss: {url}")
+    for url in dev_missed:
+        print(f"  dev miss: {url}")
+    assert dev_hit >= ROUND10_DEV_DIAGNOSED_AT_LEAST
+    assert held_hit >= ROUND10_HELDOUT_DIAGNOSED_AT_LEAST
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "recorded/h200/snapshot.json",

@@ -67,7 +67,7 @@ def test_the_cuda_runtime_a_tf_build_loads_is_named_when_tf_logs_none() -> None:
 def test_a_driver_and_a_library_cause_are_both_fixed() -> None:
     doc = raw("tensorflow/issues/70960")  # WSL2: CUDA 11.4 driver and toolkit, TF 2.15 (12.2)
     f = findings(doc)["gpu.not-seen"]
-    assert f.fix.startswith("install an NVIDIA driver >= 525.60.13")
+    assert f.fix.startswith("update the NVIDIA driver to >= 525.60.13")
     assert "; and: pip install 'tensorflow[and-cuda]==2.15.1'" in f.fix
     new_driver = copy.deepcopy(doc)
     new_driver["nvidia_smi"]["header"] = new_driver["nvidia_smi"]["header"].replace(

@@ -92,9 +92,9 @@ def test_a_placeholder_release_names_the_python_it_has_no_wheels_for() -> None:
 def test_a_minor_version_gap_names_the_toolkit_driver_not_the_family_minimum() -> None:
     raw = _case("round7_cases", "GeneFacePlusPlus/issues/192")  # driver 510 (11.6), torch cu117
     f = _ids(raw)["cuda.minor-version-compat"]
-    assert "driver >= 515.43.04" in f.fix and "450.80.02" not in f.fix  # 510 meets 450 already
+    assert "driver to >= 515.43.04" in f.fix and "450.80.02" not in f.fix  # 510 meets 450 already
     raw["host"] = dict(raw["host"], system="Windows", machine="AMD64")
-    assert "driver >= 516.01" in _ids(raw)["cuda.minor-version-compat"].fix
+    assert "driver to >= 516.01" in _ids(raw)["cuda.minor-version-compat"].fix
     raw["nvidia_smi"]["header"] = raw["nvidia_smi"]["header"].replace("510.47.03", "516.94") \
         .replace("CUDA Version: 11.6", "CUDA Version: 11.7")  # silent: the driver is new enough
     assert "cuda.minor-version-compat" not in _ids(raw)

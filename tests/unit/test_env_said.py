@@ -20,6 +20,14 @@ ROWS = {r["id"]: r for r in KB["framework_says"]}
 
 # One sample per row, in the frameworks' own wording (line breaks where they print them).
 SAMPLES = {
+    "libstdcxx.too-old": (
+        "torch", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' "
+                 "not found (required by /home/u/envs/t/lib/python3.11/site-packages/torch/lib/"
+                 "libtorch_python.so)"),
+    "xformers.built-for-another-torch": (
+        "torch", "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was "
+                 "built for:\n    PyTorch 2.0.1+cu118 with CUDA 1108 (you have 2.0.1+cu117)\n"
+                 "    Python  3.10.11 (you have 3.10.11)\n  Please reinstall xformers"),
     "numpy.compiled-for-numpy1": (
         "torch", "\nA module that was compiled using NumPy 1.x cannot be run in\nNumPy 2.0.0 "
                  "as it may crash. To support both 1.x and 2.x\nversions of NumPy, ..."),
@@ -291,3 +299,15 @@ def test_the_worker_imports_installed_extensions_and_keeps_their_errors(tmp_path
     errors = torch_backend._extension_errors()
     assert errors == {"ext_broken": "ImportError: x.so: undefined symbol: _Zfoo",
                       "ext_exits": "SystemExit: 127"}
+
+
+def test_xformers_built_for_another_torch_names_both_and_is_silent_on_other_xformers_lines(
+        ) -> None:
+    found = _said(_snap("torch", SAMPLES["xformers.built-for-another-torch"][1]))
+    assert [f.id for f in found] == ["xformers.built-for-another-torch"]
+    assert "2.0.1+cu118" in found[0].title and "2.0.1+cu117" in found[0].title
+    assert "download.pytorch.org/whl" in found[0].fix
+    # what a healthy run or an unrelated xformers note prints: no row
+    assert _said(_snap("torch", "A matching Triton is not available, some optimizations will "
+                                "not be enabled. Error caught was: No module named 'triton'"
+                                "\nxFormers not available")) == []

@@ -371,11 +371,14 @@ def check_keras_backend(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 
 def check_keras3_old_tf(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """Keras 3 installed with TensorFlow <= 2.15, which needs Keras 2 (unsupported pair)."""
-    keras_v = snap.version_of("keras")
     tf_v = tf_version(snap, kb)
     needs = kb["tensorflow"]["keras3_needs_tf"]
-    if not keras_v or not tf_v or not at_least(keras_v, "3") or matches(tf_v, needs):
+    # keras-nightly installs the same `keras` module: a Keras 3 nightly counts as Keras 3
+    keras3 = [(d, snap.version_of(d)) for d in kb["tensorflow"]["keras_module_dists"]
+              if snap.version_of(d) and at_least(snap.version_of(d), "3")]
+    if not keras3 or not tf_v or matches(tf_v, needs):
         return []
+    keras_dist, keras_v = keras3[0]
     mm = fmt_mm(major_minor(tf_v))
     dist = (tf_distributions(snap, kb) or ["tensorflow"])[0]
     if snap.is_apple_silicon and snap.has("tensorflow-metal"):
@@ -387,7 +390,8 @@ def check_keras3_old_tf(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "keras.keras3-with-old-tf",
             "error",
             f"Keras 3 is installed with TensorFlow {mm}, which needs Keras 2",
-            observed=f"keras {keras_v} with {dist} {tf_v} (Keras 3 needs TensorFlow {needs})",
+            observed=f"{keras_dist} {keras_v} with {dist} {tf_v} (Keras 3 needs TensorFlow "
+                     f"{needs})",
             why=(
                 f"TensorFlow {mm} requires keras<{mm.split('.')[0]}.{int(mm.split('.')[1]) + 1}"
                 " (Keras 2): its tf.keras and Keras 3 do not work together, and Keras 3's "

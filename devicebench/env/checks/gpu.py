@@ -44,7 +44,7 @@ def check_cuda_driver(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         if kind == "minor" and native:  # the family minimum is met: name the toolkit's driver
             min_drv = native[1 if snap.host.os == "Windows" else 0]
         upgrade = (
-            f"install an NVIDIA driver >= {min_drv or 'one supporting CUDA ' + build} "
+            f"update the NVIDIA driver to >= {min_drv or 'one supporting CUDA ' + build} "
             "(Ubuntu: sudo ubuntu-drivers install; else https://www.nvidia.com/Download/index.aspx)"
             f", then check that nvidia-smi shows 'CUDA Version' >= {fmt_mm(major_minor(build))}"
         )

@@ -55,7 +55,7 @@ def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -
         causes.append(
             (
                 f"its CUDA {build} build needs a newer NVIDIA driver",
-                f"install an NVIDIA driver >= {min_drv or 'one supporting CUDA ' + build} "
+                f"update the NVIDIA driver to >= {min_drv or 'one supporting CUDA ' + build} "
                 "(see cuda.driver-too-old)",
                 ("cuda.driver-too-old",),
             )

@@ -266,6 +266,11 @@ def check_gpu_min_compute(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     return out
 
 
+def _cudnn_major(version: int) -> int:
+    """cuDNN's version number as frameworks report it: 8902 (8.9.2), 90100 (9.1.0)."""
+    return version // 10000 if version >= 10000 else version // 1000
+
+
 def check_loader_needs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """A component that loads CUDA libraries by name from the loader's path (CTranslate2, cuDNN
     8's libcudnn_cnn_infer needing the unversioned libcuda.so on WSL2) where the loader does
@@ -282,6 +287,17 @@ def check_loader_needs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             if not v or not matches(v, entry["when"]):
                 continue
             who = f"{entry['dist']} {v}"
+        elif "framework" in entry:
+            probe = snap.frameworks.get(entry["framework"])
+            cudnn = str((probe.build or {}).get("cudnn_version") or "") if probe else ""
+            # the loader's cache was read (it lists the versioned libcuda.so.1) and the
+            # framework reports the cuDNN major its libraries belong to
+            if (not cudnn.isdigit() or _cudnn_major(int(cudnn)) != entry["cudnn_major"]
+                    or not snap.loader_finds("libcuda.so.1")):
+                continue
+            who = (f"{DISPLAY.get(entry['framework'], entry['framework'])} "
+                   f"{probe.version or snap.version_of(entry['framework'])} (its cuDNN "
+                   f"{entry['cudnn_major']})")
         elif entry["lib"] in copies or snap.loader_finds(entry["lib"]):
             who = entry["lib"]
         else:
