@@ -54,6 +54,15 @@ def _updates(loop: ast.For, names: set[str]) -> list[tuple[ast.AST, str]]:
     return out
 
 
+def _torch_for_loops(ctx: Context) -> list[tuple[ast.For, set[str]]]:
+    """The ``for`` loops of a torch script outside compiled code, with their loop names."""
+    if not ctx.uses("torch"):
+        return []
+    return [(loop, {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)})
+            for loop in ast.walk(ctx.tree)
+            if isinstance(loop, ast.For) and not ctx.is_compiled_scope(loop)]
+
+
 @rule("script.foreach-not-used",
       "optimizer update written as a Python loop over the parameters",
       "the loop runs {ops} once per parameter tensor: {n} small kernel launches per tensor, "
@@ -65,12 +74,7 @@ def _updates(loop: ast.For, names: set[str]) -> list[tuple[ast.AST, str]]:
       "`torch._foreach_copy_` ...; or use a built-in optimizer (foreach by default on CUDA, "
       "`fused=True` for Adam/AdamW)")
 def foreach_not_used(ctx: Context) -> None:
-    if not ctx.uses("torch"):
-        return
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, ast.For) or ctx.is_compiled_scope(loop):
-            continue
-        names = {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)}
+    for loop, names in _torch_for_loops(ctx):
         ops = _updates(loop, names)
         if not ops or any(isinstance(n, ast.For | ast.While) for n in walk(loop.body)):
             continue
@@ -111,12 +115,7 @@ def _out_of_place(loop: ast.For, names: set[str]) -> list[ast.AST]:
       "update in place: `e.mul_(decay).add_(m, alpha=1 - decay)` or `e.lerp_(m, 1 - decay)`; "
       "for the whole list at once `torch._foreach_lerp_(ema_params, params, 1 - decay)`")
 def ema_out_of_place(ctx: Context) -> None:
-    if not ctx.uses("torch"):
-        return
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, ast.For) or ctx.is_compiled_scope(loop):
-            continue
-        names = {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)}
+    for loop, names in _torch_for_loops(ctx):
         hits = _out_of_place(loop, names)
         if hits and _per_step(ctx, loop):
             for n in hits:
