@@ -324,7 +324,7 @@ def test_round9_corpus_figures() -> None:
     dev_hit, dev_n, dev_missed = score(ROUND9_DEV)
     held_hit, held_n, held_missed = score(ROUND9_HELDOUT)
     print(f"\n  round9_dev: {dev_hit}/{dev_n} (7/14 before its rules)\n"
-          f"  round9_heldout (scored once, rules frozen): {held_hit}/{held_n} "
+          f"  round9_heldout (scored once untouched at 12/14; seen since): {held_hit}/{held_n} "
           f"({100 * held_hit / held_n:.0f}%)")
     for url in held_missed:
         print(f"  held-out miss: {url}")
