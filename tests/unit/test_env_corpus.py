@@ -39,6 +39,9 @@ written with the case before any rule for it:
 * ``round10_cases.json`` (30): ``round10_split.json`` (seed 2034, committed before any check
   ran on it, commit c9f6266) into ``round10_dev``, which round 11's rules were written
   against, and ``round10_heldout``, scored once after those rules were frozen (bcd285b).
+* ``round11_cases.json`` (29): ``round11_split.json`` (seed 2035, committed before any check
+  ran on it, commit e08529f) into ``round11_dev``, which round 12's rules were written
+  against, and ``round11_heldout``, scored once after those rules were frozen (843fcc2).
 
 Run with ``-s`` to see the figures.
 """
@@ -75,6 +78,7 @@ ROUND7, ROUND7_SPLIT = _load("round7_cases")["cases"], _load("round7_split")
 ROUND8, ROUND8_SPLIT = _load("round8_cases")["cases"], _load("round8_split")
 ROUND9, ROUND9_SPLIT = _load("round9_cases")["cases"], _load("round9_split")
 ROUND10, ROUND10_SPLIT = _load("round10_cases")["cases"], _load("round10_split")
+ROUND11, ROUND11_SPLIT = _load("round11_cases")["cases"], _load("round11_split")
 
 # Figures measured here (diagnosed / cases). A change that lowers one fails; raise the dev
 # ones when rules improve (never to a figure not reached). The held-out floor is the figure
@@ -127,6 +131,10 @@ ROUND9_HELDOUT_DIAGNOSED_AT_LEAST = 12  # of 14 (86%); a floor, not raised by la
 ROUND10_DEV_DIAGNOSED_AT_LEAST = 11  # of 15 (before its rules: 9/15)
 # round10_heldout: scored once, untouched, with the rules frozen (commit bcd285b), 2026-12-02:
 ROUND10_HELDOUT_DIAGNOSED_AT_LEAST = 8  # of 15 (53%); a floor, not raised by later rules
+# round11_cases.json (29), split by round11_split.json before any check ran on it:
+ROUND11_DEV_DIAGNOSED_AT_LEAST = 11  # of 14 (before its rules: 7/14)
+# round11_heldout: scored once, untouched, with the rules frozen (commit 843fcc2), 2026-12-02:
+ROUND11_HELDOUT_DIAGNOSED_AT_LEAST = 11  # of 15 (73%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -182,7 +190,7 @@ def test_new_split_is_the_committed_seeded_shuffle() -> None:
 
 
 @pytest.mark.parametrize("name", ["round2", "round3", "round4", "round5", "round6", "round7",
-                                  "round8", "round9", "round10"])
+                                  "round8", "round9", "round10", "round11"])
 def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
     import random
 
@@ -201,6 +209,9 @@ def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
                                       + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8),
                            "round10": (ROUND10, ROUND10_SPLIT, CORPUS + NEW + ROUND2 + ROUND3
                                        + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8 + ROUND9),
+                           "round11": (ROUND11, ROUND11_SPLIT, CORPUS + NEW + ROUND2 + ROUND3
+                                       + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8 + ROUND9
+                                       + ROUND10),
                            }[name]
     # round5: one URL found in an older set after the split was dropped (split["removed"]);
     # the shuffle is reproduced over the URLs as committed, the dropped one then removed.
@@ -231,8 +242,10 @@ ROUND9_DEV = [c for c in ROUND9 if c["url"] in ROUND9_SPLIT["round9_dev"]]
 ROUND9_HELDOUT = [c for c in ROUND9 if c["url"] in ROUND9_SPLIT["round9_heldout"]]
 ROUND10_DEV = [c for c in ROUND10 if c["url"] in ROUND10_SPLIT["round10_dev"]]
 ROUND10_HELDOUT = [c for c in ROUND10 if c["url"] in ROUND10_SPLIT["round10_heldout"]]
+ROUND11_DEV = [c for c in ROUND11 if c["url"] in ROUND11_SPLIT["round11_dev"]]
+ROUND11_HELDOUT = [c for c in ROUND11 if c["url"] in ROUND11_SPLIT["round11_heldout"]]
 ALL_CASES = (CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8
-             + ROUND9 + ROUND10)
+             + ROUND9 + ROUND10 + ROUND11)
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -347,6 +360,19 @@ def test_round10_corpus_figures() -> None:
         print(f"  dev miss: {url}")
     assert dev_hit >= ROUND10_DEV_DIAGNOSED_AT_LEAST
     assert held_hit >= ROUND10_HELDOUT_DIAGNOSED_AT_LEAST
+
+
+def test_round11_corpus_figures() -> None:
+    """The twelfth set: round11_dev before/after its rules, round11_heldout as scored once."""
+    dev_hit, dev_n, dev_missed = score(ROUND11_DEV)
+    held_hit, held_n, held_missed = score(ROUND11_HELDOUT)
+    print(f"\n  round11_dev: {dev_hit}/{dev_n} (7/14 before its rules)\n"
+          f"  round11_heldout (scored once, rules frozen): {held_hit}/{held_n} "
+          f"({100 * held_hit / held_n:.0f}%)")
+    for url in held_missed + [f"{u} (dev)" for u in dev_missed]:
+        print(f"  miss: {url}")
+    assert dev_hit >= ROUND11_DEV_DIAGNOSED_AT_LEAST
+    assert held_hit >= ROUND11_HELDOUT_DIAGNOSED_AT_LEAST
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "recorded/h200/snapshot.json",

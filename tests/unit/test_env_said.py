@@ -20,6 +20,9 @@ ROWS = {r["id"]: r for r in KB["framework_says"]}
 
 # One sample per row, in the frameworks' own wording (line breaks where they print them).
 SAMPLES = {
+    "jax.jaxlib-missing": (
+        "jax", "ModuleNotFoundError: jax requires jaxlib to be installed. See "
+               "https://github.com/google/jax#installation for installation instructions."),
     "libstdcxx.too-old": (
         "torch", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' "
                  "not found (required by /home/u/envs/t/lib/python3.11/site-packages/torch/lib/"

@@ -49,6 +49,8 @@ from devicebench.env.checks.gpu import (
 from devicebench.env.checks.host import check_blas
 from devicebench.env.checks.hosting import (
     check_container_no_gpu,
+    check_docker_desktop_vm,
+    check_platform_without_wheels,
     check_sandbox,
     check_virtual_mac,
 )
@@ -67,6 +69,7 @@ from devicebench.env.checks.pairings import (
     check_keras2_release,
     check_keras3_addons_on_legacy,
 )
+from devicebench.env.checks.pins import check_project_pins
 from devicebench.env.checks.pip_check import check_pip_requirements, drop_covered
 from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
@@ -156,9 +159,12 @@ CHECKS: list[Check] = [
     check_python_supported,
     check_container_no_gpu,
     check_virtual_mac,
+    check_docker_desktop_vm,
     check_sandbox,
     check_gpu_not_seen,
     check_platform_ceiling,
+    check_platform_without_wheels,
+    check_project_pins,
     check_no_frameworks,
     check_blas,
     check_xla_off_apple,

@@ -307,6 +307,13 @@ def check_tensorflow_macos(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 
 
 def _tensorflow_macos_fix(snap: EnvSnapshot, kb: KB) -> str:
+    if snap.host.machine == "x86_64" and not snap.host.rosetta:
+        # an Intel Mac: no Metal plugin; plain tensorflow up to its last x86_64 release
+        last = next((e["last"] for e in kb.get("platform_ceilings", [])
+                     if e["framework"] == "tensorflow" and e["os"] == "Darwin"
+                     and e["machine"] == "x86_64"), "")
+        pin = f"'tensorflow=={last}'" if last else "tensorflow"
+        return f"pip uninstall -y tensorflow-macos && pip install {pin}  # no Metal on Intel"
     install = metal_install_fix(snap, kb)
     if install.startswith("upgrade macOS"):
         return install  # nothing newer installs on this macOS

@@ -106,3 +106,60 @@ def check_sandbox(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "framework reports no GPU although the machine and the build support one.",
             fix=box["fix"], source=box["source"]))
     return out
+
+
+def check_docker_desktop_vm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """Linux on Docker Desktop's VM (a ``linuxkit`` kernel: Docker Desktop on macOS, or its
+    Hyper-V backend on Windows) where a framework sees no GPU -> warning: no GPU reaches
+    containers there (no Metal/MPS on a Mac; NVIDIA GPUs only through the WSL2 backend)."""
+    if snap.host.os != "Linux" or "linuxkit" not in snap.host.os_version.lower():
+        return []
+    blind = [f"{DISPLAY.get(n, n)} {p.version}" for n, p in sorted(snap.frameworks.items())
+             if p.status == "ok" and not p.gpu_devices]
+    if not blind or snap.nvidia_smi is not None:
+        return []
+    arm = snap.host.machine in ("aarch64", "arm64")
+    where = ("an Apple Silicon Mac (aarch64)" if arm
+             else "a Mac or a Windows Hyper-V backend (x86_64)")
+    return [Finding(
+        "container.docker-desktop-vm", "warning",
+        "Docker Desktop's Linux VM (linuxkit kernel): no GPU, no Apple MPS/Metal in containers",
+        observed=f"Linux kernel {snap.host.os_version}: Docker Desktop's VM on {where}; "
+                 f"{', '.join(blind)} list no GPU",
+        why="Docker Desktop runs containers in a LinuxKit virtual machine. On macOS that VM "
+            "gets no Metal device, so PyTorch's MPS, tensorflow-metal and jax-metal cannot "
+            "exist inside a Linux container; Docker Desktop passes NVIDIA GPUs only on "
+            "Windows with the WSL2 backend.",
+        fix=("run the framework natively on macOS, outside the container (an arm64 macOS "
+             "Python: torch device 'mps', or TensorFlow's Metal plugin); inside the "
+             "container use the CPU"
+             if arm else
+             "on a Mac run natively outside the container; on Windows switch Docker Desktop "
+             "to the WSL2 backend and start with docker run --gpus all"),
+        source=kb["hosting"]["docker_desktop_source"])]
+
+
+def check_platform_without_wheels(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A platform a framework publishes no wheels for (or only from a recent release: torch
+    on Windows ARM64 from 2.7), and none of the frameworks that the knowledge lists for it
+    installed -> warning per framework: 'No matching distribution' is the platform."""
+    entries = [e for e in kb.get("platform_wheels_missing", [])
+               if snap.host.os == e["os"] and snap.host.machine == e["machine"]]
+    if not entries or any(snap.has(e["framework"]) for e in entries):
+        return []
+    out = []
+    for e in entries:
+        name = DISPLAY.get(e["framework"], e["framework"])
+        since = (f"only from {e['first']} on (none before)" if e["first"]
+                 else "none for any release")
+        out.append(Finding(
+            "platform.no-wheels", "warning",
+            f"{name} publishes no wheels for {e['what']} before {e['first']}" if e["first"]
+            else f"{name} publishes no wheels for {e['what']}",
+            observed=f"{snap.host.os} {snap.host.machine}, Python "
+                     f"{snap.host.python_version or '?'}; {e['framework']} not installed",
+            why=f"{name}'s wheels for {snap.host.machine} {snap.host.os}: {since}. pip then "
+                "answers 'No matching distribution found' (or resolves an old sdist that "
+                "fails to build): the platform, not the index or the network.",
+            fix=e["fix"], source=e["source"]))
+    return out

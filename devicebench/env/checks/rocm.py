@@ -5,6 +5,8 @@ is not a ROCm build, PyTorch's ROCm wheels under WSL, and WSL 1 (no GPU at all).
 
 from __future__ import annotations
 
+import re
+
 from devicebench.env.checks._util import KB, as_version, has_nvidia_gpu, matches
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot, FrameworkProbe
@@ -46,10 +48,20 @@ def _failed(probe: FrameworkProbe | None) -> bool:
         or bool(probe.reported.get("no_kernel_image"))
 
 
+_ROCM_TAG = re.compile(r"\+rocm(\d+\.\d+)")
+
+
+def _own_target(override: str) -> str:
+    """The gfx target an HSA_OVERRIDE_GFX_VERSION value poses as ("11.0.0" -> "gfx1100")."""
+    parts = override.split(".")
+    return "gfx" + parts[0] + "".join(parts[1:]) if len(parts) == 3 else ""
+
+
 def _newer_wheels(gfx: str, probe: FrameworkProbe, kb: KB) -> dict | None:
     """The ``[[rocm_wheels_since]]`` row whose PyTorch ROCm wheels first carry ``gfx``, when
-    the installed build's ROCm (its HIP version) is older than that release."""
-    hip = as_version(str(probe.build.get("hip_version") or ""))
+    the installed build's ROCm (its HIP version, else its ``+rocmX.Y`` tag) is older."""
+    tag = _ROCM_TAG.search(probe.version or "")
+    hip = as_version(str(probe.build.get("hip_version") or (tag[1] if tag else "")))
     for row in kb.get("rocm_wheels_since", []):
         if gfx in row["targets"] and hip is not None and hip < as_version(row["rocm"]):
             return row
@@ -93,7 +105,9 @@ def check_rocm_arch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     rule = next((r for r in kb["rocm_overrides"] if gfx.startswith(r["family"])), None)
     severity = "error" if (failed or arch) else "warning"
     newer = _newer_wheels(gfx, probe, kb) if probe is not None else None
-    if newer is not None and (rule is None or rule.get("unreliable")):
+    # an override to the GPU's own target poses as nothing: the build itself lacks it
+    own = rule is not None and _own_target(rule["override"]) == gfx
+    if newer is not None and (rule is None or rule.get("unreliable") or own):
         return [Finding(
             "rocm.gfx-not-in-build", severity, f"{who} has no kernels for this AMD GPU ({gfx})",
             observed=observed,
