@@ -141,13 +141,18 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # false alarms showed was mended (the lead, with round9_heldout seen from then on):
 # script.mlx-no-eval counted `tokens` as unevaluated where `mx.async_eval(y)` evaluates
 # it, `y` being computed from it (mlx_rules._feeding) -> 1/15 with 2; no other set moved.
+# Eleventh round, step 0 (before corpus_round10 was collected): the seen misses of rounds
+# 6-9 grouped by the analysis gap behind them, and the forms the largest groups need
+# (script_check/form_rules.py; collate classes and list literals in kinds.py; models
+# compiled by parameter in compile_rules.py): round7_heldout 13 -> 15/20, round9_heldout
+# 1 -> 7/15, no other set moved, no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
             "round4_heldout": (18, 1), "round5_dev": (22, 0), "round5_heldout": (21, 1),
             "round6_dev": (23, 1), "round6_heldout": (16, 1), "round7_dev": (19, 0),
-            "round7_heldout": (13, 0), "round8_dev": (17, 0), "round8_heldout": (6, 0),
-            "round9_dev": (13, 0), "round9_heldout": (1, 2)}
+            "round7_heldout": (15, 0), "round8_dev": (17, 0), "round8_heldout": (6, 0),
+            "round9_dev": (13, 0), "round9_heldout": (7, 2)}
 
 
 def _header(path: Path) -> str:
