@@ -43,6 +43,7 @@ from devicebench.script_check import (
     placement_rules,
     reach_rules,
     round9_rules,
+    round10_rules,
     setup_rules,
     shape_rules,
     sync_rules,
@@ -62,7 +63,8 @@ _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_ru
                  reach_rules, mlx_rules, api_rules, compile_rules, setup_rules,
                  vector_rules, kind_rules, name_rules,
                  item_rules, hot_rules, boundary_rules,
-                 optimizer_rules, guide_torch, guide_jax_tf, round9_rules)
+                 optimizer_rules, guide_torch, guide_jax_tf, round9_rules,
+                 round10_rules)
 
 
 @dataclass(frozen=True)

@@ -59,13 +59,33 @@ def _reached(cls: ast.ClassDef, start: str, depth: int = 3) -> list[FuncDef]:
 def graph_break_item(ctx: Context) -> None:
     if not ctx.uses("torch"):
         return
-    for name in sorted(compiled_classes(ctx)):
+    known = compiled_classes(ctx)
+    for name in sorted(known | _unnamed_compiled_modules(ctx)):
         cls = ctx.classes[name]
+        severity = "warning" if name in known else "info"
         for fn in _reached(cls, "forward"):
             for n in walk(fn.body):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
                         n.func.attr in ("item", "tolist")) and not n.args:
                     where = "forward" if fn.name == "forward" else f"{fn.name}, which forward calls"
-                    ctx.add("script.graph-break-item", "warning", n,
+                    ctx.add("script.graph-break-item", severity, n,
                             f"`{name}` is compiled with torch.compile and this is in its "
+                            f"`{where}`" if name in known else
+                            f"`{name}` is a module of this file, the file compiles a model it "
+                            f"is given (`torch.compile(...)`), and this is in `{name}`'s "
                             f"`{where}`", call=f".{last_name(n)}()")
+
+
+def _unnamed_compiled_modules(ctx: Context) -> set[str]:
+    """nn.Module classes of this file when the file compiles a model whose class it does not
+    name (``def train(model): model = torch.compile(model)``): any of them may be the model
+    or one of its parts (issue 24, round 11)."""
+    given = False
+    for c in ctx.calls():
+        if ctx.resolve(c.func) == "torch.compile" and c.args and isinstance(c.args[0], ast.Name):
+            fn = ctx.enclosing(c, (ast.FunctionDef, ast.AsyncFunctionDef))
+            given = given or fn is not None and c.args[0].id in {a.arg for a in fn.args.args}
+    if not given:
+        return set()
+    return {c.name for c in ctx.classes.values()
+            if any(last_name(b) == "Module" for b in c.bases)}

@@ -20,6 +20,7 @@ from devicebench.script_check.ast_tools import COMPREHENSIONS, last_name, loop_b
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.kinds import python_list, scope_of
+from devicebench.script_check.round10_rules import tokenizer_per_item
 
 _BATCHED = {"DataLoader", "batch", "padded_batch", "from_tensor_slices", "prefetch",
             "flow_from_directory", "image_dataset_from_directory", "as_numpy_iterator",
@@ -170,6 +171,7 @@ def _indexed_device_array(ctx: Context, node: ast.AST, loop_vars: set[str]) -> s
       "indexing a device array per element)",
       "batch the items: one call for many items")
 def per_item_call(ctx: Context) -> None:
+    tokenizer_per_item(ctx)  # for text in texts: tokenizer.tokenize(text) (round 11)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, (ast.For, ast.While, *COMPREHENSIONS)) or (
                 ctx.is_compiled_scope(loop)):

@@ -16,6 +16,7 @@ from devicebench.script_check.kinds import (
     repeated_functions,
     scope_of,
 )
+from devicebench.script_check.round10_rules import jnp_nested_list
 
 _TENSOR_FROM = {"torch.tensor", "torch.Tensor", "torch.as_tensor", "torch.FloatTensor",
                 "torch.LongTensor", "torch.DoubleTensor", "torch.IntTensor",
@@ -60,6 +61,7 @@ def tensor_from_python_list(ctx: Context) -> None:
                 f"{_where(ctx, site)}",
                 ctor=ctor, how=how)
     _tensor_list_to_numpy(ctx)
+    jnp_nested_list(ctx)  # jnp.array of a nested Python list (round 11)
 
 
 def _framework_results(ctx: Context, name: str, scope: ast.AST) -> bool:

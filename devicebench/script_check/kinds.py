@@ -56,6 +56,8 @@ def _collate_functions(ctx: Context) -> list[FuncDef]:
         names = [body.id] if isinstance(body, ast.Name) else [
             body.func.id] if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) else []
         out += [ctx.funcs[n] for n in names if n in ctx.funcs]
+        out += [m for n in names if n in ctx.classes for m in ctx.classes[n].body  # round 11
+                if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name == "__call__"]
     return out
 
 
@@ -174,6 +176,9 @@ def python_list(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 2) -> 
     not one: converting it costs nothing worth a finding."""
     if isinstance(expr, ast.ListComp):
         return "a list comprehension"
+    if isinstance(expr, ast.List) and depth > 0 and expr.elts and all(
+            python_list(ctx, e, scope, depth - 1) for e in expr.elts):  # [rows] (round 11)
+        return "a list literal around " + python_list(ctx, expr.elts[0], scope, depth - 1)
     if isinstance(expr, ast.Name) and depth > 0:
         # `x = torch.tensor(x)`: the conversion's own rebinding is not what x held (round 10)
         values = [v for v in _bindings(scope, expr.id) if not any(n is expr for n in ast.walk(v))]

@@ -9,6 +9,7 @@ import ast
 from devicebench.script_check.ast_tools import LOOPS, dotted, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import module_names, wrapped_models
+from devicebench.script_check.form_rules import attribute_bounded_loops, decorator_factory_in_loop
 from devicebench.script_check.jax_rules import is_grad_value, local_callee
 from devicebench.script_check.reach_rules import compiled_in_callees
 
@@ -68,6 +69,7 @@ def jit_in_loop(ctx: Context) -> None:
                     how=_HOW[kind], reason=_WHY[kind], ctor={"jax": "jax.jit", "tf": "tf.function",
                                                           "torch": "torch.compile"}[kind])
     compiled_in_callees(ctx)
+    decorator_factory_in_loop(ctx)  # @factory(...) def f(): inside the loop (round 11)
 
 
 def _no_grad_around(ctx: Context, node: ast.AST) -> bool:
@@ -300,6 +302,7 @@ def python_loop_in_jit(ctx: Context) -> None:
     for name, jit in _jitted_functions(ctx).items():
         fn = ctx.funcs[name]
         static = _static_params(fn, jit)
+        attribute_bounded_loops(ctx, name, fn, _structural)  # range(model.n) (round 11)
         reported: list[ast.AST] = []
         for loop in walk(fn.body):
             if any(loop in ast.walk(r) for r in reported):

@@ -141,9 +141,12 @@ def optimizer_not_fused(ctx: Context) -> None:
         return
     for call in ctx.calls():
         q = ctx.resolve(call.func)
-        if q in _FUSABLE and not any(k.arg in ("fused", "foreach") or k.arg is None
+        if q in _FUSABLE and not any(k.arg == "fused" or k.arg is None
                                      for k in call.keywords):
+            foreach = any(k.arg == "foreach" for k in call.keywords)  # round 11: d2go#471
             ctx.add("script.optimizer-not-fused", "info", call,
                     f"`{last_name(call)}` without `fused=` in a script that moves its model "
-                    "to a device",
+                    "to a device" + ("; `foreach=` picks the multi-kernel path fused "
+                                     "replaces (facebookresearch/d2go#471: ~23 ms faster "
+                                     "per iteration with fused)" if foreach else ""),
                     opt=q, since=_FUSABLE[q])

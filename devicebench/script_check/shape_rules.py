@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from devicebench.script_check.ast_tools import LOOPS, keyword, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.form_rules import concat_in_conditional
 from devicebench.script_check.varying import PADDERS, PER_ITEM, Varying
 
 _HOW = {"torch": "`torch.compile`", "jax": "`jax.jit`", "tf": "`tf.function`"}
@@ -224,6 +225,7 @@ _CONCAT = ("torch.cat", "torch.concat", "numpy.concatenate", "numpy.append", "nu
       "collect the pieces in a Python list and concatenate once after the loop, or "
       "preallocate the full array and fill slices")
 def growing_tensor(ctx: Context) -> None:
+    concat_in_conditional(ctx)  # `t = cat([t, y]) if t is not None else y`; MLX (round 11)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop):
             continue

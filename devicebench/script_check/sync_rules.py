@@ -18,6 +18,7 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.form_rules import gc_collect_per_item
 from devicebench.script_check.kinds import hook_functions
 from devicebench.script_check.shape_sync import data_dependent_syncs
 from devicebench.script_check.sync_flow import (
@@ -400,6 +401,7 @@ def _host_round_trips(ctx: Context, fixtext: str) -> None:
 def empty_cache_in_loop(ctx: Context) -> None:
     if not ctx.uses("torch"):
         return
+    gc_collect_per_item(ctx)  # Dataset.__getitem__/__iter__: per item (round 11)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS) or ctx.is_compiled_scope(loop) or ctx.search(
                 loop.body, ctx.is_step, skip_in_step) is None and not _eval_loop(ctx, loop):
