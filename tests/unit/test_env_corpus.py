@@ -317,62 +317,37 @@ def test_corpus_figures() -> None:
     assert r7_hit >= ROUND7_DEV_DIAGNOSED_AT_LEAST and r7h_hit >= ROUND7_HELDOUT_DIAGNOSED_AT_LEAST
 
 
-def test_round8_corpus_figures() -> None:
-    """The ninth set: round8_dev before/after its rules, round8_heldout as scored once."""
-    dev_hit, dev_n, dev_missed = score(ROUND8_DEV)
-    held_hit, held_n, held_missed = score(ROUND8_HELDOUT)
-    print(f"\n  round8_dev: {dev_hit}/{dev_n} (11/14 before its rules)\n"
-          f"  round8_heldout (scored once untouched at 7/14; seen since): {held_hit}/{held_n} "
-          f"({100 * held_hit / held_n:.0f}%)")
+# The ninth set on: (its name, dev half, held-out half, dev before its rules, how the
+# held-out half stands, the two floors).
+LATER_SETS = [
+    ("round8", ROUND8_DEV, ROUND8_HELDOUT, "11/14", "scored once untouched at 7/14; seen since",
+     ROUND8_DEV_DIAGNOSED_AT_LEAST, ROUND8_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round9", ROUND9_DEV, ROUND9_HELDOUT, "7/14", "scored once untouched at 12/14; seen since",
+     ROUND9_DEV_DIAGNOSED_AT_LEAST, ROUND9_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round10", ROUND10_DEV, ROUND10_HELDOUT, "9/15",
+     "scored once untouched at 8/15; seen since", ROUND10_DEV_DIAGNOSED_AT_LEAST,
+     ROUND10_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round11", ROUND11_DEV, ROUND11_HELDOUT, "7/14", "scored once, rules frozen",
+     ROUND11_DEV_DIAGNOSED_AT_LEAST, ROUND11_HELDOUT_DIAGNOSED_AT_LEAST),
+]
+
+
+@pytest.mark.parametrize("name,dev,held,before,stands,dev_floor,held_floor", LATER_SETS,
+                         ids=[row[0] for row in LATER_SETS])
+def test_later_set_figures(name: str, dev: list, held: list, before: str, stands: str,
+                           dev_floor: int, held_floor: int) -> None:
+    """Each later set: its dev half before/after its rules, its held-out half as scored
+    once (and, once later rules saw it, as it is now)."""
+    dev_hit, dev_n, dev_missed = score(dev)
+    held_hit, held_n, held_missed = score(held)
+    print(f"\n  {name}_dev: {dev_hit}/{dev_n} ({before} before its rules)\n"
+          f"  {name}_heldout ({stands}): {held_hit}/{held_n} ({100 * held_hit / held_n:.0f}%)")
     for url in held_missed:
         print(f"  held-out miss: {url}")
     for url in dev_missed:
         print(f"  dev miss: {url}")
-    assert dev_hit >= ROUND8_DEV_DIAGNOSED_AT_LEAST
-    assert held_hit >= ROUND8_HELDOUT_DIAGNOSED_AT_LEAST
-
-
-def test_round9_corpus_figures() -> None:
-    """The tenth set: round9_dev before/after its rules, round9_heldout as scored once."""
-    dev_hit, dev_n, dev_missed = score(ROUND9_DEV)
-    held_hit, held_n, held_missed = score(ROUND9_HELDOUT)
-    print(f"\n  round9_dev: {dev_hit}/{dev_n} (7/14 before its rules)\n"
-          f"  round9_heldout (scored once untouched at 12/14; seen since): {held_hit}/{held_n} "
-          f"({100 * held_hit / held_n:.0f}%)")
-    for url in held_missed:
-        print(f"  held-out miss: {url}")
-    for url in dev_missed:
-        print(f"  dev miss: {url}")
-    assert dev_hit >= ROUND9_DEV_DIAGNOSED_AT_LEAST
-    assert held_hit >= ROUND9_HELDOUT_DIAGNOSED_AT_LEAST
-
-
-def test_round10_corpus_figures() -> None:
-    """The eleventh set: round10_dev before/after its rules, round10_heldout as scored once."""
-    dev_hit, dev_n, dev_missed = score(ROUND10_DEV)
-    held_hit, held_n, held_missed = score(ROUND10_HELDOUT)
-    print(f"\n  round10_dev: {dev_hit}/{dev_n} (9/15 before its rules)\n"
-          f"  round10_heldout (scored once, rules frozen): {held_hit}/{held_n} "
-          f"({100 * held_hit / held_n:.0f}%)")
-    for url in held_missed:
-        print(f"  held-out miss: {url}")
-    for url in dev_missed:
-        print(f"  dev miss: {url}")
-    assert dev_hit >= ROUND10_DEV_DIAGNOSED_AT_LEAST
-    assert held_hit >= ROUND10_HELDOUT_DIAGNOSED_AT_LEAST
-
-
-def test_round11_corpus_figures() -> None:
-    """The twelfth set: round11_dev before/after its rules, round11_heldout as scored once."""
-    dev_hit, dev_n, dev_missed = score(ROUND11_DEV)
-    held_hit, held_n, held_missed = score(ROUND11_HELDOUT)
-    print(f"\n  round11_dev: {dev_hit}/{dev_n} (7/14 before its rules)\n"
-          f"  round11_heldout (scored once, rules frozen): {held_hit}/{held_n} "
-          f"({100 * held_hit / held_n:.0f}%)")
-    for url in held_missed + [f"{u} (dev)" for u in dev_missed]:
-        print(f"  miss: {url}")
-    assert dev_hit >= ROUND11_DEV_DIAGNOSED_AT_LEAST
-    assert held_hit >= ROUND11_HELDOUT_DIAGNOSED_AT_LEAST
+    assert dev_hit >= dev_floor
+    assert held_hit >= held_floor
 
 
 HEALTHY = ["snapshots/h200_jax_torch_cuda13.json", "recorded/h200/snapshot.json",
