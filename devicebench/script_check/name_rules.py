@@ -91,25 +91,22 @@ def attribute_does_not_exist(ctx: Context) -> None:
         near = closest(module, attr)
         short = q.replace("tensorflow.", "tf.", 1) if q.startswith("tensorflow.") else q
         if isinstance(node.ctx, ast.Store):
+            severity, verb = "warning", "assigned"
             effect = (f"assigning it creates a new attribute on the module and changes "
                       f"nothing: `{module}` has no `{attr}`, so the setting the script means "
                       f"never takes effect")
             fix = (f"set `{module}.{near}` (a misspelling of it, most likely)" if near else
                    f"look up the setting's name in {framework}'s documentation")
-            ctx.add("script.attribute-does-not-exist", "warning", node,
-                    f"assigned, and `{module}` has no `{attr}`" + (
-                        f" (did you mean `{near}`?)" if near else ""),
-                    why=f"{effect} ({basis(framework)})", fix=fix,
-                    name=short, framework=framework, version=versions.get(framework, "?"))
         else:
+            severity, verb = "info", "read"
             effect = (f"`{module}` has no `{attr}`: this line raises AttributeError when it "
                       f"runs (a misspelling, or an API removed or renamed)")
             fix = (f"use `{module}.{near}` if that is what is meant; otherwise pin the "
                    f"{framework} release the script was written for" if near else
                    f"find its replacement in {framework}'s release notes, or pin the "
                    f"release the script was written for")
-            ctx.add("script.attribute-does-not-exist", "info", node,
-                    f"read, and `{module}` has no `{attr}`" + (
-                        f" (did you mean `{near}`?)" if near else ""),
-                    why=f"{effect} ({basis(framework)})", fix=fix,
-                    name=short, framework=framework, version=versions.get(framework, "?"))
+        ctx.add("script.attribute-does-not-exist", severity, node,
+                f"{verb}, and `{module}` has no `{attr}`" + (
+                    f" (did you mean `{near}`?)" if near else ""),
+                why=f"{effect} ({basis(framework)})", fix=fix,
+                name=short, framework=framework, version=versions.get(framework, "?"))
