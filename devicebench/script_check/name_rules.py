@@ -24,16 +24,22 @@ _DATA = Path(__file__).resolve().parent / "data" / "framework_names.json"
 
 
 @lru_cache(maxsize=1)
+def _snapshot() -> dict:
+    """The shipped snapshot, read once."""
+    return json.loads(_DATA.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
 def framework_names() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
     """(framework -> version the snapshot was taken from, module -> its public names)."""
-    raw = json.loads(_DATA.read_text(encoding="utf-8"))
+    raw = _snapshot()
     return raw["frameworks"], {m: frozenset(v) for m, v in raw["modules"].items()}
 
 
 @lru_cache(maxsize=1)
 def _open_modules() -> frozenset[str]:
     """Modules that answer more names than they list (a module ``__getattr__``)."""
-    return frozenset(json.loads(_DATA.read_text(encoding="utf-8")).get("open", []))
+    return frozenset(_snapshot().get("open", []))
 
 
 def missing_attribute(dotted: str, store: bool = False) -> tuple[str, str, str] | None:

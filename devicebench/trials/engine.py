@@ -337,15 +337,15 @@ class TrialGroup:
                             m, timeout=options.block_timeout))
                         if msg is None:
                             continue
+                        reply = BlockReply.from_message(msg)
                     else:
                         try:
                             msg = worker.request(request, timeout=options.block_timeout)
-                            cut_as(BlockReply.from_message(msg), self.results[spec])
+                            cut_as(reply := BlockReply.from_message(msg), self.results[spec])
                         except WorkerFailure as exc:
                             self._drop_replica(worker, spec, k, exc)
                             continue
-                    self._update(spec, **block_changes(
-                        self.results[spec], BlockReply.from_message(msg), rnd, k))
+                    self._update(spec, **block_changes(self.results[spec], reply, rnd, k))
             self._rounds += 1
             self._comparable_rounds += 1
             ran += 1
