@@ -12,6 +12,14 @@ absent.
   assumption that the build's PTX JIT-compiles for the GPU, and the fix names the same
   release built for a CUDA that has the GPU's architecture (``[cuda_for_arch]``, the older
   releases in ``[torch_cuda_indexes]``).
+
+From ``round12_dev`` (10/12 before, 12/12 after):
+
+* an add-on release importing a Keras private module from the path Keras 2.13 moved
+  (``[[keras_internal_imports]]``: transformers < 4.30 and keras.engine) ->
+  ``keras.addon-imports-moved-internals``;
+* PyTorch's MPS working on a macOS older than some MPS ops need (``[[torch_mps.features]]``:
+  uint8 ops 13.0, int64 pow 13.2, bfloat16 14.0) -> ``mps.ops-need-newer-macos``.
 """
 
 from __future__ import annotations
@@ -143,3 +151,58 @@ def test_the_same_release_build_is_the_oldest_cuda_with_the_arch() -> None:
     assert same_release_build("2.7.0+cu126", "12.0", KB).endswith("whl/cu128")
     assert same_release_build("2.5.1+cu121", "12.0", KB) == ""  # no cu128 build of 2.5
     assert same_release_build("1.7.1", "7.5", KB).endswith("torch_stable.html")
+
+
+def _tf(version: str) -> dict:
+    return {"status": "ok", "stderr": "", "result": {
+        "name": "tensorflow", "status": "ok", "version": version,
+        "physical_devices": [{"name": "/physical_device:CPU:0", "kind": "CPU"}],
+        "build": {"is_cuda_build": False}}}
+
+
+def _win() -> dict:
+    return {"system": "Windows", "machine": "AMD64", "python_version": "3.10.11",
+            "platform": "Windows-10-10.0.22631-SP0"}
+
+
+def test_old_transformers_beside_a_keras_that_moved_keras_engine() -> None:
+    raw = {"host": _win(), "distributions": {"tensorflow": "2.15.0", "keras": "2.15.0",
+                                              "transformers": "4.26.1"},
+           "frameworks": {"tensorflow": _tf("2.15.0")}}
+    (f,) = _ids(raw)["keras.addon-imports-moved-internals"]
+    assert f.severity == "warning" and "keras.engine" in f.title
+    assert "transformers>=4.30.0" in f.fix and "keras.src.engine" in f.why
+
+
+def test_silent_for_a_fixed_transformers_or_a_keras_before_the_move() -> None:
+    raw = {"host": _win(), "distributions": {"tensorflow": "2.15.0", "keras": "2.15.0",
+                                              "transformers": "4.38.2"},
+           "frameworks": {"tensorflow": _tf("2.15.0")}}
+    assert "keras.addon-imports-moved-internals" not in _ids(raw)
+    raw["distributions"].update(tensorflow="2.12.0", keras="2.12.0", transformers="4.26.1")
+    raw["frameworks"] = {"tensorflow": _tf("2.12.0")}
+    assert "keras.addon-imports-moved-internals" not in _ids(raw)
+
+
+def _mac(ver: str, mps_device: bool = True) -> dict:
+    devs = [{"name": "cpu", "kind": "CPU", "description": "cpu"}]
+    if mps_device:
+        devs.append({"name": "mps", "kind": "MPS", "description": "Apple GPU (MPS)"})
+    return {"host": {"system": "Darwin", "machine": "arm64", "python_version": "3.10.13",
+                     "mac_ver": ver, "proc_translated": "0", "cpu_brand": "Apple M1"},
+            "distributions": {"torch": "2.1.0"},
+            "frameworks": {"torch": {"status": "ok", "stderr": "", "result": {
+                "name": "torch", "status": "ok", "version": "2.1.0", "physical_devices": devs,
+                "build": {"is_cuda_build": False, "mps_built": True}}}}}
+
+
+def test_mps_on_macos_13_0_names_the_ops_that_need_a_newer_macos() -> None:
+    (f,) = _ids(_mac("13.0.1"))["mps.ops-need-newer-macos"]
+    assert f.severity == "warning" and "13.2" in f.title and "14.0" in f.title
+    assert "13.0," not in f.title  # 13.0's own ops run on 13.0.1
+    assert "update macOS to 14.0" in f.fix and "int64" in f.why
+
+
+def test_mps_rule_silent_on_current_macos_and_without_the_mps_device() -> None:
+    assert "mps.ops-need-newer-macos" not in _ids(_mac("14.5"))
+    assert "mps.ops-need-newer-macos" not in _ids(_mac("12.2.1", mps_device=False))
