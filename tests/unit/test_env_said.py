@@ -20,6 +20,14 @@ ROWS = {r["id"]: r for r in KB["framework_says"]}
 
 # One sample per row, in the frameworks' own wording (line breaks where they print them).
 SAMPLES = {
+    "torch.companion-cuda-variant": (
+        "torch", "torchaudio: RuntimeError: Detected that PyTorch and TorchAudio were compiled "
+                 "with different CUDA versions. PyTorch has CUDA version 11.8 whereas "
+                 "TorchAudio has CUDA version 11.7. Please install the TorchAudio version "
+                 "that matches your PyTorch version."),
+    "jax.cuda-component-unloadable": (
+        "jax", "RuntimeError: Unable to use CUDA because of the following issues with CUDA "
+               "components:\nUnable to load cuSPARSE. Is it installed?"),
     "jax.jaxlib-missing": (
         "jax", "ModuleNotFoundError: jax requires jaxlib to be installed. See "
                "https://github.com/google/jax#installation for installation instructions."),

@@ -22,10 +22,12 @@ from devicebench.env.checks._util import fit_fix_to_platform, platform_conflict
 from devicebench.env.checks.addons import (
     check_addon_builds,
     check_backend_library_missing,
+    check_keras_internal_imports,
     check_placeholder_release,
 )
 from devicebench.env.checks.apple import (
     check_metal_compat,
+    check_mps_macos_features,
     check_rosetta,
     check_tensorflow_macos,
     check_xla_off_apple,
@@ -113,6 +115,7 @@ Check = Callable[[EnvSnapshot, dict[str, Any]], list[Finding]]
 # Order matters only within a severity (sorting is stable): causes before symptoms.
 CHECKS: list[Check] = [
     check_rosetta,
+    check_mps_macos_features,
     check_metal_compat,
     check_tensorflow_macos,
     check_multiple_tf,
@@ -153,6 +156,7 @@ CHECKS: list[Check] = [
     check_keras_backend,
     check_legacy_keras,
     check_keras2_addons,
+    check_keras_internal_imports,
     check_keras2_release,
     check_keras3_addons_on_legacy,
     check_windows_no_gpu,

@@ -9,6 +9,9 @@ does not load (issue 24, round 7).
 * A deep-learning distribution at version 0.0.0: the empty placeholder pip settles on when no
   real release of it (or of a dependency it requires) installs on this Python (keras-nlp 0.0.0
   on Python 3.12, where tensorflow-text had no wheels: keras-hub#1649).
+* ``[[keras_internal_imports]]``: an add-on release that imports a Keras private module from
+  the path an older Keras used (keras.engine, moved to keras.src.engine in Keras 2.13), beside a
+  Keras that moved it: its Keras/TensorFlow code fails to import.
 * JAX's "Unable to initialize backend '<name>': ... Failed to open <library>: ... cannot open
   shared object file": the plugin package is installed but its library is missing or cannot be
   loaded (a broken pinned libtpu-nightly, an interrupted install), whatever the backend.
@@ -16,7 +19,7 @@ does not load (issue 24, round 7).
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import DISPLAY, KB, matches
+from devicebench.env.checks._util import DISPLAY, KB, at_least, matches
 from devicebench.env.checks.installs import jax_plugin_for, torch_cuda_index
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
@@ -58,6 +61,32 @@ def check_addon_builds(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             f"{dist} {have} is built for {name} {built}; {name} {fw_have} is installed",
             observed=f"installed: {dist} {have} (built for {fw} {built}), {fw} {fw_have}",
             why=entry["why"] + ".", fix=fix, source=entry["source"]))
+    return out
+
+
+def check_keras_internal_imports(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """An add-on release older than ``fixed_in`` beside a Keras (>= ``keras_from``) that moved
+    the private module it imports."""
+    keras = snap.version_of("keras")
+    out = []
+    for row in kb.get("keras_internal_imports", []):
+        have = snap.version_of(row["dist"])
+        if not have or not keras or at_least(have, row["fixed_in"]) \
+                or not at_least(keras, row["keras_from"]):
+            continue
+        moved = row["module"].replace("keras.", "keras.src.", 1)
+        out.append(Finding(
+            "keras.addon-imports-moved-internals", "warning",
+            f"{row['dist']} {have} imports {row['module']}, which Keras {keras} no longer has",
+            observed=f"installed: {row['dist']} {have}, keras {keras}",
+            why=f"Keras {row['keras_from']} moved its internals under keras.src ({row['module']} "
+                f"is now {moved}); {row['dist']} releases before {row['fixed_in']} import the old "
+                f"path, so their Keras/TensorFlow code fails with \"No module named "
+                f"'{row['module']}'\".",
+            fix=f"pip install -U '{row['dist']}>={row['fixed_in']}'  # or keep this {row['dist']} "
+                f"with a Keras before {row['keras_from']}: "
+                f"pip install 'tensorflow<{row['keras_from']}' 'keras<{row['keras_from']}'",
+            source=row["source"]))
     return out
 
 

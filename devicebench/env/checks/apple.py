@@ -140,6 +140,32 @@ def _newest_python(spec: str) -> str:
     return "3"
 
 
+def check_mps_macos_features(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """PyTorch's MPS works, but this macOS is older than some MPS ops need
+    (``[[torch_mps.features]]``): those ops raise at run time while the rest runs."""
+    probe = snap.frameworks.get("torch")
+    mac = macos_version(snap)
+    if probe is None or mac is None or not any(
+            d.kind == "MPS" for d in probe.physical_devices):
+        return []
+    rows = [r for r in kb["torch_mps"].get("features", [])
+            if mac < as_version(r["macos"])]  # type: ignore[operator]
+    if not rows:
+        return []
+    newest = max((r["macos"] for r in rows), key=as_version)
+    return [Finding(
+        "mps.ops-need-newer-macos", "warning",
+        f"PyTorch's MPS on macOS {snap.host.macos_version}: some ops need macOS "
+        + ", ".join(sorted({r["macos"] for r in rows}, key=as_version)),
+        observed=f"torch {probe.version} lists the MPS device on macOS {snap.host.macos_version}",
+        why="MPS runs here, but these ops run natively only on a newer macOS and raise or "
+            "fall back below it: " + "; ".join(f"from {r['macos']}: {r['what']}" for r in rows)
+            + ".",
+        fix=f"update macOS to {newest} or newer (System Settings > Software Update); or keep the "
+            "affected tensors on the CPU (.to('cpu')) for those ops",
+        source=kb["torch_mps"]["features_info"]["source"])]
+
+
 def check_rosetta(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """x86_64 Python translated by Rosetta 2 on Apple Silicon -> error."""
     if not snap.host.rosetta:

@@ -85,16 +85,34 @@ def check_windows_dll_load(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     return out
 
 
+def wheel_libs_of_distributions(snap: EnvSnapshot, kb: KB) -> dict[str, str]:
+    """The CUDA libraries the installed nvidia-* wheels carry, by distribution
+    (``[nvidia_wheel_sonames]``), where their site-packages files were not listed."""
+    table = kb.get("nvidia_wheel_sonames", {})
+    py = ".".join(snap.host.python_version.split(".")[:2])
+    site = f"{snap.host.python_prefix or '<prefix>'}/lib/python{py}/site-packages/nvidia"
+    out = {}
+    for dist, (directory, *sonames) in ((d, v) for d, v in table.items() if d != "source"):
+        if not snap.has(dist):
+            continue
+        major = (snap.version_of(dist) or "9").split(".")[0]
+        for so in sonames:
+            so = so.replace("{major}", major)
+            out[so] = f"{site}/{directory}/lib/{so}"
+    return out
+
+
 def check_ld_path_shadow_risk(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """LD_LIBRARY_PATH holds CUDA libraries that installed nvidia-* wheels also carry: the
     loader takes LD_LIBRARY_PATH's copy first, so the framework runs with libraries it was
     not built with (crashes, undefined symbols, libraries that 'cannot be found')."""
-    if snap.host.os != "Linux" or not snap.wheel_cuda_libs:
+    wheel_libs = snap.wheel_cuda_libs or wheel_libs_of_distributions(snap, kb)
+    if snap.host.os != "Linux" or not wheel_libs:
         return []
     if any(p.reported.get("undefined_symbol") for p in snap.frameworks.values()):
         return []  # cuda.lib-shadowed-by-ld-library-path says it with the symbol
     both = {so: path for so, path in snap.ld_path_cuda_libs.items()
-            if so in snap.wheel_cuda_libs and path != snap.wheel_cuda_libs[so]}
+            if so in wheel_libs and path != wheel_libs[so]}
     if not both:
         return []
     ld_dirs = [d for d in snap.env_vars.get("LD_LIBRARY_PATH", "").split(":") if d]
@@ -107,7 +125,8 @@ def check_ld_path_shadow_risk(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         "LD_LIBRARY_PATH puts the system's CUDA libraries ahead of the nvidia-* wheels' copies",
         observed=f"LD_LIBRARY_PATH={':'.join(ld_dirs)} holds " + ", ".join(
             f"{so} ({both[so]})" for so in sorted(both)) + "; the wheels carry their own ("
-        + ", ".join(sorted({os.path.dirname(snap.wheel_cuda_libs[so]) for so in both})) + ")"
+        + ", ".join(sorted({os.path.dirname(wheel_libs[so]) for so in both})) + ")"
+        + ("" if snap.wheel_cuda_libs else " (by the installed nvidia-* distributions)")
         + (f"; {'; '.join(said)}" if said else ""),
         why="The loader searches LD_LIBRARY_PATH before a library's own RUNPATH, so the "
             "framework loads the system CUDA's copies, of another release than the wheels it "

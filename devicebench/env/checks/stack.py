@@ -269,6 +269,39 @@ def runs_on(sm: str, cc: str) -> bool:
     return (target.release + (0,))[:2][0] == major and (target.release + (0,))[1] >= minor
 
 
+def same_release_build(torch_version: str, cc: str, kb: KB) -> str:
+    """The install command of ``torch_version``'s own release built for the oldest CUDA that
+    has kernels for a GPU of compute capability ``cc`` (``[cuda_for_arch]``,
+    ``[torch_cuda_indexes]``), or ``""`` when that release has no such build.
+
+    Example:
+        >>> from devicebench.env.checks import load_knowledge
+        >>> same_release_build("1.7.1+cu101", "8.6", load_knowledge())
+        "pip install 'torch==1.7.1+cu110' -f https://download.pytorch.org/whl/torch_stable.html"
+    """
+    target = as_version(cc)
+    if target is None:
+        return ""
+    major = target.release[0]
+    needs = [as_version(c) for a, c in kb.get("cuda_for_arch", {}).items() if a != "source"
+             and as_version(a) is not None and as_version(a).release[0] == major
+             and as_version(a) <= target]
+    release = re.match(r"(\d+\.\d+)(\.\d+)?", torch_version or "")
+    indexes = kb["torch_cuda_indexes"].get(release[1]) if release else None
+    if not needs or not indexes:
+        return ""
+    need = min(needs)
+    for index in indexes:
+        if as_version(f"{index[2:-1]}.{index[-1]}") >= need:
+            base = release[0] if release[2] else release[1] + ".0"
+            if as_version(release[1]) < as_version("2.0"):
+                return (f"pip install 'torch=={base}+{index}' "
+                        "-f https://download.pytorch.org/whl/torch_stable.html")
+            return (f"pip install --force-reinstall 'torch=={base}' "
+                    f"--index-url https://download.pytorch.org/whl/{index}")
+    return ""
+
+
 def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """A GPU whose architecture the installed PyTorch build has no kernels for."""
     probe = snap.frameworks.get("torch")
@@ -289,7 +322,10 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         ptx = [a for a in arch if a.startswith("compute_")
                and as_version(a[8:-1] + "." + a[-1]) <= as_version(cc)]
         runnable = ptx or any(runs_on(a, cc) for a in arch)
-        if arch and (sm in arch or (runnable and not no_kernel)):
+        # torch's own "sm_XY is not compatible with the current PyTorch installation" names
+        # this GPU: its PTX (built for an older major) does not stand for a kernel.
+        torch_says = bool(said and said["arch"] == sm)
+        if arch and (sm in arch or (runnable and not no_kernel and not torch_says)):
             continue
         if not arch and not (said and said["arch"] == sm):
             continue
@@ -298,6 +334,10 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         fix = (f"pip install --force-reinstall 'torch>={variant['min_torch']}' --index-url "
                f"https://download.pytorch.org/whl/{variant['index']}" if variant
                else "no PyTorch wheel has kernels for it: build from source, or use the CPU")
+        same = same_release_build(probe.version or snap.version_of("torch"), cc, kb)
+        if same:
+            fix = f"{same}  # the same release built for a CUDA that has {sm}; or a newer " \
+                  f"torch: {fix}"
         out.append(Finding(
             "gpu.arch-not-in-build", "error",
             f"PyTorch {probe.version} has no kernels for the {gpu} ({sm})",
