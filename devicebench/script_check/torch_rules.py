@@ -16,6 +16,7 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.gap_rules import accelerate_device, lightning_gpu, lightning_loaders
 from devicebench.script_check.kind_rules import jax_host_state_per_call
 from devicebench.script_check.reach_rules import host_copies
 
@@ -263,7 +264,7 @@ def _blocking_copies(ctx: Context, pinned_too: bool = False) -> list[tuple[ast.A
     ``batch.x``, ``batch[0]``), in the loop or in a function it runs that takes the batch with
     ``next(...)`` -- in a CUDA torch script whose DataLoaders do not pin (``pinned_too``: or
     do: a pinned batch copied without ``non_blocking=True`` still blocks the host)."""
-    if not ctx.uses("torch") or _accelerator(ctx) != "cuda":
+    if not ctx.uses("torch") or _accelerator(ctx) != "cuda" and not accelerate_device(ctx):
         return []
     loaders = _loader_calls(ctx)
     if not loaders or any(_pinned(ctx, c) for c in loaders) and not pinned_too:
@@ -361,6 +362,13 @@ def blocking_h2d_copy(ctx: Context) -> None:
       "`DataLoader(..., pin_memory=True)`, and copy with `x.to(device, non_blocking=True)` "
       "(https://pytorch.org/docs/stable/notes/cuda.html#cuda-memory-pinning)")
 def dataloader_no_pin_memory(ctx: Context) -> None:
+    if lightning_gpu(ctx):  # Lightning copies the batches of train_dataloader() to the GPU
+        for c in lightning_loaders(ctx):
+            if keyword(c, "pin_memory") is None and not any(k.arg is None for k in c.keywords):
+                ctx.add("script.dataloader-no-pin-memory", "info", c,
+                        "no `pin_memory=True`; `train_dataloader()` returns it to a Trainer "
+                        "on the GPU, which copies every batch to the device before the step",
+                        copy="Lightning's batch transfer")
     copies = _blocking_copies(ctx)
     if not copies:
         return

@@ -154,14 +154,22 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # round10_heldout (never checked before) measured once there: 4/13 with 0 false alarms --
 # the untouched figure, and its floor below (the rules before this round, da3204f, and the
 # step-0 rules, 01bee57, give it 3/13 with 0); no rule was changed after it.
+# Twelfth round, step 0 (before corpus_round11 was collected; round10_heldout dev material
+# from now on): the seen misses grouped by the analysis gap behind them, and the forms the
+# general groups need (script_check/gap_rules.py: static arguments of unhashable kind,
+# Lightning's train_dataloader() as the loader Trainer.fit iterates per epoch, Accelerate's
+# accelerator.device as the GPU; a clock read inside a warm-up conditional in
+# timing_rules._clock_pairs) and two kinds no rule knew (iterator-per-step,
+# pandas-in-getitem): round10_heldout 4 -> 9/13, round8_heldout 6 -> 7/19, no other set
+# moved, no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
             "round4_heldout": (18, 1), "round5_dev": (22, 0), "round5_heldout": (21, 1),
             "round6_dev": (23, 1), "round6_heldout": (16, 1), "round7_dev": (19, 0),
-            "round7_heldout": (15, 0), "round8_dev": (17, 0), "round8_heldout": (6, 0),
+            "round7_heldout": (15, 0), "round8_dev": (17, 0), "round8_heldout": (7, 0),
             "round9_dev": (13, 0), "round9_heldout": (7, 2),
-            "round10_dev": (13, 1), "round10_heldout": (4, 0)}
+            "round10_dev": (13, 1), "round10_heldout": (9, 0)}
 
 
 def _header(path: Path) -> str:
@@ -305,8 +313,8 @@ def test_corpus_half(half: str) -> None:
              "round9_heldout": "round9_heldout (seen since; untouched it was 1/15 with 3 "
                                "false alarms)",
              "round10_dev": "round10_dev (rules written against it; 6/13 with 1 before)",
-             "round10_heldout": "round10_heldout (untouched until the rules were frozen; "
-                                "measured once at 0d6c5d3)"}.get(half, half)
+             "round10_heldout": "round10_heldout (seen since; untouched it was 4/13 with 0 "
+                                "false alarms)"}.get(half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
           f"{len(alarms)}")
