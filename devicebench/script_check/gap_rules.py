@@ -174,7 +174,8 @@ _LOADER_HOOKS = ("train_dataloader",)
 def lightning_loaders(ctx: Context) -> list[ast.Call]:
     """``DataLoader(...)`` calls a Lightning class's ``train_dataloader()`` returns, in a
     file that hands them to ``Trainer.fit`` (which iterates the loader once per epoch)."""
-    if not any(last_name(c) == "Trainer" for c in ctx.calls()):
+    if not any(last_name(c) == "Trainer" or last_name(c) == "fit" and keyword(
+            c, "datamodule") is not None for c in ctx.calls()):
         return []
     out = []
     for cls in ctx.classes.values():
@@ -197,13 +198,18 @@ def lightning_epochs(ctx: Context) -> int | None:
 
 
 def lightning_gpu(ctx: Context) -> bool:
-    """The Trainer is told to train on a CUDA GPU (``accelerator="gpu"``/``"cuda"``, or
-    the older ``gpus=``)."""
-    for c in ctx.calls():
-        if last_name(c) == "Trainer":
-            acc = const(keyword(c, "accelerator"))
-            return acc in ("gpu", "cuda") or keyword(c, "gpus") is not None
-    return False
+    """The Trainer trains on a CUDA GPU: ``accelerator="gpu"``/``"cuda"`` or the older
+    ``gpus=``; or, with Lightning >= 2.0 (the ``lightning`` package), the default
+    ``accelerator="auto"`` (the GPU when there is one), also for a Trainer built from a
+    config (``hydra.utils.instantiate(config.trainer)``) whose ``fit`` gets a datamodule."""
+    lightning2 = ctx.uses("lightning")
+    trainers = [c for c in ctx.calls() if last_name(c) == "Trainer"]
+    for c in trainers:
+        acc = keyword(c, "accelerator")
+        return const(acc) in ("gpu", "cuda") or keyword(c, "gpus") is not None or (
+            lightning2 and (acc is None or const(acc) == "auto"))
+    return lightning2 and any(last_name(c) == "fit" and keyword(c, "datamodule") is not None
+                              for c in ctx.calls())
 
 
 def accelerate_device(ctx: Context) -> bool:

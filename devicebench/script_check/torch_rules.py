@@ -19,6 +19,11 @@ from devicebench.script_check.dataflow import callees
 from devicebench.script_check.gap_rules import accelerate_device, lightning_gpu, lightning_loaders
 from devicebench.script_check.kind_rules import jax_host_state_per_call
 from devicebench.script_check.reach_rules import host_copies
+from devicebench.script_check.round11_rules import (
+    copying_constructor_copies,
+    loader_kwargs,
+    non_blocking_default_false,
+)
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
              "load", "resize", "convert")
@@ -124,6 +129,7 @@ def _whole_data(ctx: Context, name: str) -> bool:
       "`pin_memory=True` and `.to(device, non_blocking=True)`")
 def per_step_copy(ctx: Context) -> None:
     jax_host_state_per_call(ctx)
+    copying_constructor_copies(ctx)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS):
             continue
@@ -340,6 +346,7 @@ def _part_of(node: ast.AST, names: set[str]) -> bool:
       "`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)` "
       "(https://pytorch.org/docs/stable/notes/cuda.html#cuda-memory-pinning)")
 def blocking_h2d_copy(ctx: Context) -> None:
+    non_blocking_default_false(ctx)
     copies = _blocking_copies(ctx, pinned_too=True)
     loaders = _loader_calls(ctx)
     pinned = any(_pinned(ctx, c) for c in loaders)
@@ -364,7 +371,8 @@ def blocking_h2d_copy(ctx: Context) -> None:
 def dataloader_no_pin_memory(ctx: Context) -> None:
     if lightning_gpu(ctx):  # Lightning copies the batches of train_dataloader() to the GPU
         for c in lightning_loaders(ctx):
-            if keyword(c, "pin_memory") is None and not any(k.arg is None for k in c.keywords):
+            given = loader_kwargs(ctx, c)
+            if given is not None and "pin_memory" not in given:
                 ctx.add("script.dataloader-no-pin-memory", "info", c,
                         "no `pin_memory=True`; `train_dataloader()` returns it to a Trainer "
                         "on the GPU, which copies every batch to the device before the step",
