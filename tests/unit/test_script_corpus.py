@@ -178,7 +178,8 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round6_dev": (23, 1), "round6_heldout": (16, 1), "round7_dev": (19, 0),
             "round7_heldout": (15, 0), "round8_dev": (17, 0), "round8_heldout": (7, 0),
             "round9_dev": (13, 0), "round9_heldout": (7, 2),
-            "round10_dev": (13, 1), "round10_heldout": (9, 0), "round11_dev": (10, 1), "round11_heldout": (1, 2)}
+            "round10_dev": (13, 1), "round10_heldout": (9, 0), "round11_dev": (10, 1),
+            "round11_heldout": (1, 2)}
 
 
 def _header(path: Path) -> str:
