@@ -73,6 +73,12 @@ def rule(fid: str, title: str, why: str, fix: str, source: str = "",
     return register
 
 
+# libraries whose calls are JAX computations (round 12: zodiax_65 imported only optax and
+# zodiax, so no JAX rule looked at it)
+JAX_LIBRARIES = ("optax", "flax", "equinox", "haiku", "chex", "jaxopt", "diffrax", "numpyro",
+                 "distrax", "optimistix", "lineax", "blackjax", "jraph", "zodiax")
+
+
 class Context:
     """What every rule sees: the tree, the source lines, import aliases, the snapshot.
 
@@ -269,7 +275,10 @@ class Context:
         return (n for n in nodes if isinstance(n, ast.Call))
 
     def uses(self, root: str) -> bool:
-        """Whether the script imports module ``root`` (e.g. "torch", "jax")."""
+        """Whether the script imports module ``root`` (e.g. "torch", "jax"); a library built
+        on JAX (optax, flax, equinox, ...) counts as JAX: its calls run JAX ops."""
+        if root == "jax" and any(self.uses(lib) for lib in JAX_LIBRARIES):
+            return True
         return any(v == root or v.startswith(root + ".") for v in self.aliases.values())
 
     def enclosing(self, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:

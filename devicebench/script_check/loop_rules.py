@@ -225,6 +225,10 @@ def jax_dispatch_chain(ctx: Context) -> None:
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                and ctx.compiled.get(n.func.id) == "jax" for n in body):
             continue  # between jitted steps: the other rule of this id
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and ctx.compiled.get(
+                n.func.id) == "jax" for n in walk(loop.body) if ctx.enclosing(n, LOOPS)
+               is not loop):
+            continue  # an epoch loop: its inner loop runs the jitted step; once per epoch
         if any(isinstance(n, ast.Call) and (fn := local_callee(ctx, n)) is not None and any(
                 is_grad_value(ctx, m) for m in ast.walk(fn)) for n in body):
             continue  # the loop runs an un-jitted training step: reported at that step's def

@@ -9,6 +9,7 @@ import re
 
 from devicebench.script_check.ast_tools import LOOPS, const, keyword, last_name, walk
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.gap_rules import lightning_epochs, lightning_loaders
 
 _TORCH_LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 
@@ -88,6 +89,13 @@ def dataloader_workers_respawn(ctx: Context) -> None:
             continue  # **kwargs may hold persistent_workers
         found = _epoch_loop(ctx, _names_bound_to(ctx, call))
         if found is None:
+            epochs = lightning_epochs(ctx) if call in lightning_loaders(ctx) else None
+            if epochs is not None and epochs > 1:  # Trainer.fit drives the epoch loop
+                ctx.add("script.dataloader-workers-respawn", "info", call,
+                        f"`num_workers={ast.unparse(workers)}` and no `persistent_workers`; "
+                        f"`train_dataloader()` returns it to Lightning's Trainer, which goes "
+                        f"over it once per epoch ({epochs} epochs)",
+                        workers=ast.unparse(workers))
             continue
         outer, inner = found
         # info: what a restart costs is the dataset's start-up in each worker (seconds for a

@@ -60,12 +60,16 @@ def _clock_pairs(ctx: Context, stmts: list[ast.stmt], events: bool = False,
     """Pairs of clock readings in one block; ``events``: CUDA events' ``record()`` count too."""
     timers = _event_names(ctx) if events else set()
     helpers = _clock_helpers(ctx)
-    clocks = [i for i, s in enumerate(stmts) if not hasattr(s, "body")
-              and any(isinstance(n, ast.Call) and (ctx.resolve(n.func) in CLOCKS or (
-                  last_name(n) == "record" and isinstance(n.func, ast.Attribute)
-                  and isinstance(n.func.value, ast.Name) and n.func.value.id in timers)
-                  or isinstance(n.func, ast.Name) and n.func.id in helpers)
-                      for n in walk([s]))]
+
+    def reads(s: ast.stmt) -> bool:
+        if isinstance(s, ast.If):  # `if step >= warmup: elapsed += time.perf_counter() - t0`
+            return any(not hasattr(b, "body") and reads(b) for b in s.body)
+        return not hasattr(s, "body") and any(
+            isinstance(n, ast.Call) and (ctx.resolve(n.func) in CLOCKS or (
+                last_name(n) == "record" and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in timers)
+                or isinstance(n.func, ast.Name) and n.func.id in helpers) for n in walk([s]))
+    clocks = [i for i, s in enumerate(stmts) if reads(s)]
     return list(zip(clocks, clocks[1:], strict=False))
 
 

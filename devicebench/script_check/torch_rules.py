@@ -16,8 +16,14 @@ from devicebench.script_check.ast_tools import (
 )
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
+from devicebench.script_check.gap_rules import accelerate_device, lightning_gpu, lightning_loaders
 from devicebench.script_check.kind_rules import jax_host_state_per_call
 from devicebench.script_check.reach_rules import host_copies
+from devicebench.script_check.round11_rules import (
+    copying_constructor_copies,
+    loader_kwargs,
+    non_blocking_default_false,
+)
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
              "load", "resize", "convert")
@@ -123,6 +129,7 @@ def _whole_data(ctx: Context, name: str) -> bool:
       "`pin_memory=True` and `.to(device, non_blocking=True)`")
 def per_step_copy(ctx: Context) -> None:
     jax_host_state_per_call(ctx)
+    copying_constructor_copies(ctx)
     for loop in ast.walk(ctx.tree):
         if not isinstance(loop, LOOPS):
             continue
@@ -263,7 +270,7 @@ def _blocking_copies(ctx: Context, pinned_too: bool = False) -> list[tuple[ast.A
     ``batch.x``, ``batch[0]``), in the loop or in a function it runs that takes the batch with
     ``next(...)`` -- in a CUDA torch script whose DataLoaders do not pin (``pinned_too``: or
     do: a pinned batch copied without ``non_blocking=True`` still blocks the host)."""
-    if not ctx.uses("torch") or _accelerator(ctx) != "cuda":
+    if not ctx.uses("torch") or _accelerator(ctx) != "cuda" and not accelerate_device(ctx):
         return []
     loaders = _loader_calls(ctx)
     if not loaders or any(_pinned(ctx, c) for c in loaders) and not pinned_too:
@@ -339,6 +346,7 @@ def _part_of(node: ast.AST, names: set[str]) -> bool:
       "`DataLoader(..., pin_memory=True)` and `x.to(device, non_blocking=True)` "
       "(https://pytorch.org/docs/stable/notes/cuda.html#cuda-memory-pinning)")
 def blocking_h2d_copy(ctx: Context) -> None:
+    non_blocking_default_false(ctx)
     copies = _blocking_copies(ctx, pinned_too=True)
     loaders = _loader_calls(ctx)
     pinned = any(_pinned(ctx, c) for c in loaders)
@@ -361,6 +369,14 @@ def blocking_h2d_copy(ctx: Context) -> None:
       "`DataLoader(..., pin_memory=True)`, and copy with `x.to(device, non_blocking=True)` "
       "(https://pytorch.org/docs/stable/notes/cuda.html#cuda-memory-pinning)")
 def dataloader_no_pin_memory(ctx: Context) -> None:
+    if lightning_gpu(ctx):  # Lightning copies the batches of train_dataloader() to the GPU
+        for c in lightning_loaders(ctx):
+            given = loader_kwargs(ctx, c)
+            if given is not None and "pin_memory" not in given:
+                ctx.add("script.dataloader-no-pin-memory", "info", c,
+                        "no `pin_memory=True`; `train_dataloader()` returns it to a Trainer "
+                        "on the GPU, which copies every batch to the device before the step",
+                        copy="Lightning's batch transfer")
     copies = _blocking_copies(ctx)
     if not copies:
         return
