@@ -346,8 +346,9 @@ def read_process_state() -> dict[str, Any]:
     framework not yet imported is left out. Goes under ``"process"`` in a raw document.
 
     Example:
-        >>> sorted(read_process_state())
-        ['env', 'imported']
+        >>> state = read_process_state()
+        >>> sorted(state)[:2], set(state["imported"]) <= {"tensorflow", "torch", "jax"}
+        (['env', 'imported'], True)
     """
     masks = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
              "JAX_PLATFORMS")
