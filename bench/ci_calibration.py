@@ -75,6 +75,9 @@ class Rerun:
     cpu_slowdown: float | None = None  # the reference loop: mean / fastest tenth - 1
     seconds: float = 0.0
     error: str = ""
+    # The same rounds' ratios by the estimator used before 2026-12-03 (the ratio of the
+    # two sides' medians over their common rounds), printed beside today's for the bench.
+    earlier: dict[str, float] = field(default_factory=dict)
 
 
 QUANTITIES = {
@@ -104,6 +107,7 @@ def one_rerun(args: argparse.Namespace, db: Path) -> Rerun:
         return out
     data = json.loads(proc.stdout)
     data = data.get("data", data)
+    out.earlier = earlier_estimator(db, data.get("run_id"))
     rows = {r["label"]: r for r in data["results"] if r.get("status") == "ok"}
     out.findings = [f["id"] for f in data.get("stability", [])]
     speed = (data.get("load") or {}).get("cpu_speed") or {}
@@ -115,12 +119,46 @@ def one_rerun(args: argparse.Namespace, db: Path) -> Rerun:
         out.figures["step tensorflow/cpu (ms)"] = Figure(
             st["median"] * 1e3, st["ci95"][0] * 1e3, st["ci95"][1] * 1e3,
             (own[0] * 1e3, own[1] * 1e3) if own else None)
-    for label, name in (("tensorflow/cpu jit=on", "ratio tensorflow/cpu jit=on vs default"),
-                        ("jax/cpu", "ratio jax/cpu vs tensorflow/cpu")):
+    for name, label in RATIO_LABELS.items():
         sp = (rows.get(label) or {}).get("speedup_vs_reference")
         if sp:
             own = sp.get("ci95_this_run")
             out.figures[name] = Figure(sp["value"], *sp["ci95"], tuple(own) if own else None)
+    return out
+
+
+RATIO_LABELS = {"ratio tensorflow/cpu jit=on vs default": "tensorflow/cpu jit=on",
+                "ratio jax/cpu vs tensorflow/cpu": "jax/cpu"}
+
+
+def earlier_estimator(db: Path, run_id: int | None) -> dict[str, float]:
+    """The rerun's two ratios from its stored rounds by the estimator devicebench used
+    before 2026-12-03: median(reference's round times) / median(candidate's), over their
+    common rounds. Today's (``paired_ratio``) is the median of each round's own ratio;
+    both read the same rounds, so the two series' spreads compare like for like."""
+    from statistics import median
+
+    from devicebench.store import ResultStore
+    from devicebench.store.runs import load_run
+
+    if run_id is None:
+        return {}
+    store = ResultStore.open(db)
+    try:
+        trials = {t.spec.label: t for t in load_run(store, int(run_id)).trials
+                  if t.status == "ok"}
+    finally:
+        store.close()
+    ref = trials.get("tensorflow/cpu")
+    out: dict[str, float] = {}
+    for name, label in RATIO_LABELS.items():
+        cand = trials.get(label)
+        if ref is None or cand is None:
+            continue
+        b, c = ref.round_step_times, cand.round_step_times
+        common = sorted(set(b) & set(c))
+        if common:
+            out[name] = median(b[r] for r in common) / median(c[r] for r in common)
     return out
 
 
@@ -183,6 +221,12 @@ def report(label: str, reruns: list[Rerun]) -> None:
         print(f"    pairwise |z| < 1.96 in {inside:.0%} of {len(zs)} pairs (max |z| "
               f"{max(abs(z) for z in zs):.2f}); max deviation from the mean {dev:.1%}")
         if kind == "ratio":
+            was = [r.earlier[name] for r in reruns if name in r.figures and name in r.earlier]
+            if len(was) >= 2:
+                m = sum(was) / len(was)
+                print(f"    the same rounds by the earlier estimator (ratio of the two sides' "
+                      f"medians): {', '.join(f'{x:.4g}' for x in was)}; max deviation from "
+                      f"the mean {max(abs(x - m) / m for x in was):.1%}")
             ok = inside >= 0.9 and dev <= 0.05
             verdict = ("meets the bar" if ok else
                        "every rerun flagged: the output said so" if flagged == len(reruns)

@@ -128,15 +128,19 @@ def paired_ratio(
 ) -> Ratio | None:
     """Speed-up of ``candidate`` over ``baseline`` from per-round step times.
 
-    Rounds interleave the configurations (A B A B ...), so drift hits both alike; the
-    bootstrap resamples whole rounds, keeping each round's pair together.
+    Rounds interleave the configurations (A B A B ...), so drift hits both alike: the
+    figure is the median over rounds of each round's own ratio (the paired estimate; a
+    ratio of the two sides' medians would let a slow minute that fell on one side's
+    median round move it), and the bootstrap resamples whole rounds, keeping each
+    round's pair together.
 
     Args:
         baseline, candidate: round index -> median step time in that round
             (:class:`RoundTimes` carry their group).
 
     Returns:
-        the ratio of medians with a bootstrap CI over rounds, or None without common rounds.
+        the median of the common rounds' own ratios with a bootstrap CI over rounds, or None
+        without common rounds (or none with both times positive).
 
     Raises:
         UnpairedGroups: both are tagged with their groups and the groups differ: their
@@ -149,22 +153,30 @@ def paired_ratio(
     rounds = sorted(set(baseline) & set(candidate))
     if not rounds:
         return None
+    lr = _round_log_ratios(np.array([baseline[r] for r in rounds]),
+                           np.array([candidate[r] for r in rounds]))
+    if lr.size == 0:
+        return None
     pb = getattr(baseline, "by_process", {}) or {}
     pc = getattr(candidate, "by_process", {}) or {}
     if len(pb) > 1 or len(pc) > 1:
         return _hierarchical_ratio(pb or {0: dict(baseline)}, pc or {0: dict(candidate)},
-                                   rounds, baseline, candidate)
-    b = np.array([baseline[r] for r in rounds])
-    c = np.array([candidate[r] for r in rounds])
-    value = float(np.median(b) / np.median(c))
-    if len(rounds) < 3:
-        ratios = b / c
-        return Ratio(value, float(ratios.min()), float(ratios.max()), len(rounds))
-    idx = _rng().integers(0, len(rounds), size=(N_BOOT, len(rounds)))
-    boots = np.median(b[idx], axis=1) / np.median(c[idx], axis=1)
+                                   rounds, lr)
+    value = float(np.exp(np.median(lr)))
+    if lr.size < 3:
+        return Ratio(value, float(np.exp(lr.min())), float(np.exp(lr.max())), len(rounds))
+    idx = _rng().integers(0, lr.size, size=(N_BOOT, lr.size))
+    boots = np.exp(np.median(lr[idx], axis=1))
     alpha = (1 - CI_LEVEL) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha])
-    return Ratio(value, float(lo), float(hi), len(rounds))
+    return Ratio(value, float(min(lo, value)), float(max(hi, value)), len(rounds))
+
+
+def _round_log_ratios(b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """log(baseline / candidate) of each round whose two times are positive and known."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lr = np.log(b) - np.log(c)
+    return lr[np.isfinite(lr)]
 
 
 def settled(times: Sequence[float], tolerance: float = 0.15) -> bool:
@@ -275,15 +287,13 @@ def between_process_spread(by_process: dict[int, Sequence[float]]) -> float:
 
 
 def _hierarchical_ratio(pb: dict[int, dict[int, float]], pc: dict[int, dict[int, float]],
-                        rounds: list[int], baseline: dict[int, float],
-                        candidate: dict[int, float]) -> Ratio:
+                        rounds: list[int], lr: np.ndarray) -> Ratio:
     """Paired ratio across processes: each bootstrap draw resamples the baseline's and
     the candidate's processes (independently: different processes), then the common
     rounds (jointly: a round's pair stays together); a round's figure is the median of
-    the chosen processes' figures in it."""
-    b = np.array([baseline[r] for r in rounds])
-    c = np.array([candidate[r] for r in rounds])
-    value = float(np.median(b) / np.median(c))
+    the chosen processes' figures in it, and the draw's ratio the median over rounds of
+    each round's ratio (as :func:`paired_ratio`, whose per-round log ratios ``lr`` are)."""
+    value = float(np.exp(np.median(lr)))
 
     def matrix(p: dict[int, dict[int, float]]) -> np.ndarray:
         m = np.full((len(p), len(rounds)), np.nan)
@@ -306,11 +316,10 @@ def _hierarchical_ratio(pb: dict[int, dict[int, float]], pc: dict[int, dict[int,
             return np.nanmedian(m[rows[:, :, None], cols[:, None, :]], axis=1)
 
     bb, cc = per_round(mb), per_round(mc)
-    both = np.isfinite(bb) & np.isfinite(cc)  # a round's pair stays together
-    bb, cc = np.where(both, bb, np.nan), np.where(both, cc, np.nan)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        boots = np.nanmedian(bb, axis=1) / np.nanmedian(cc, axis=1)
+        # a round's pair stays together: its ratio, NaN where either side is missing
+        boots = np.exp(np.nanmedian(np.log(bb) - np.log(cc), axis=1))
     boots = boots[np.isfinite(boots)]
     alpha = (1 - CI_LEVEL) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha]) if boots.size else (value, value)
