@@ -45,7 +45,8 @@ written with the case before any rule for it:
   then seen (round 13's step 0 studied its misses).
 * ``round12_cases.json`` (24): ``round12_split.json`` (seed 2036, committed before any check
   ran on it) into ``round12_dev``, which round 13's rules were written against, and
-  ``round12_heldout``, scored once after those rules were frozen (4d12b7c): 10/12.
+  ``round12_heldout``, scored once after those rules were frozen (4d12b7c): 10/12, then
+  seen (round 14's step 0 studied its misses).
 
 Run with ``-s`` to see the figures.
 """
@@ -344,7 +345,8 @@ LATER_SETS = [
     ("round11", ROUND11_DEV, ROUND11_HELDOUT, "7/14",
      "scored once untouched at 11/15; seen since", ROUND11_DEV_DIAGNOSED_AT_LEAST,
      ROUND11_HELDOUT_DIAGNOSED_AT_LEAST),
-    ("round12", ROUND12_DEV, ROUND12_HELDOUT, "10/12", "scored once, rules frozen at 4d12b7c",
+    ("round12", ROUND12_DEV, ROUND12_HELDOUT, "10/12",
+     "scored once untouched at 10/12; seen since",
      ROUND12_DEV_DIAGNOSED_AT_LEAST, ROUND12_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
