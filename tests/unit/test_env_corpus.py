@@ -49,7 +49,7 @@ written with the case before any rule for it:
   seen (round 14's step 0 studied its misses).
 * ``round13_cases.json`` (24): ``round13_split.json`` (seed 2037, committed with the cases
   before any check ran on them) into ``round13_dev``, which round 14's rules are written
-  against, and ``round13_heldout``, scored once after those rules are frozen.
+  against, and ``round13_heldout``, scored once after those rules were frozen (c54a050): 10/12.
 
 Run with ``-s`` to see the figures.
 """
@@ -149,6 +149,10 @@ ROUND11_HELDOUT_DIAGNOSED_AT_LEAST = 11  # of 15 (73%); a floor, not raised by l
 ROUND12_DEV_DIAGNOSED_AT_LEAST = 12  # of 12 (before its rules: 10/12)
 # round12_heldout: scored once, untouched, with the rules frozen (commit 4d12b7c), 2026-12-03:
 ROUND12_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 12 (83%); a floor, not raised by later rules
+# round13_cases.json (24), split by round13_split.json before any check ran on it:
+ROUND13_DEV_DIAGNOSED_AT_LEAST = 11  # of 12 (before its rules: 7/12)
+# round13_heldout: scored once, untouched, with the rules frozen (commit c54a050), 2026-12-03:
+ROUND13_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 12 (83%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -267,8 +271,10 @@ ROUND11_DEV = [c for c in ROUND11 if c["url"] in ROUND11_SPLIT["round11_dev"]]
 ROUND11_HELDOUT = [c for c in ROUND11 if c["url"] in ROUND11_SPLIT["round11_heldout"]]
 ROUND12_DEV = [c for c in ROUND12 if c["url"] in ROUND12_SPLIT["round12_dev"]]
 ROUND12_HELDOUT = [c for c in ROUND12 if c["url"] in ROUND12_SPLIT["round12_heldout"]]
+ROUND13_DEV = [c for c in ROUND13 if c["url"] in ROUND13_SPLIT["round13_dev"]]
+ROUND13_HELDOUT = [c for c in ROUND13 if c["url"] in ROUND13_SPLIT["round13_heldout"]]
 ALL_CASES = (CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8
-             + ROUND9 + ROUND10 + ROUND11 + ROUND12)
+             + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13)
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -356,6 +362,8 @@ LATER_SETS = [
     ("round12", ROUND12_DEV, ROUND12_HELDOUT, "10/12",
      "scored once untouched at 10/12; seen since",
      ROUND12_DEV_DIAGNOSED_AT_LEAST, ROUND12_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round13", ROUND13_DEV, ROUND13_HELDOUT, "7/12", "scored once, rules frozen at c54a050",
+     ROUND13_DEV_DIAGNOSED_AT_LEAST, ROUND13_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
