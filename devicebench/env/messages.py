@@ -132,6 +132,10 @@ _DLOPEN = re.compile(r"Could not load dynamic library '([^']+)'")
 # The dynamic loader (an ImportError from a framework's extension module): "libcudnn.so.9:
 # cannot open shared object file: No such file or directory".
 _LD_MISSING = re.compile(r"(lib[\w.+-]+\.so[.\d]*): cannot open shared object file")
+# TensorFlow's summary line, which from 2.16 on often follows no "Could not load dynamic
+# library" line naming the library (tensorflow#66987): the GPU libraries failed to open,
+# unnamed.
+_DLOPEN_SOME = re.compile(r"Cannot dlopen some GPU libraries")
 # jax/_src/lib/__init__.py check_jaxlib_version: "jaxlib is version %s, but this version of jax
 # requires version >= %s." and "jaxlib version %s is newer than and incompatible with jax
 # version %s. Please update your jax and/or jaxlib packages."
@@ -163,7 +167,8 @@ def reported_facts(text: str) -> dict[str, Any]:
     ``cudnn_min``, ``plugin_mismatch`` ({plugin, version, jaxlib}), ``pjrt_mismatch``,
     ``arch_unsupported`` ({gpu, arch, supported}), ``driver_cuda_found`` ("11.6"),
     ``numpy_abi`` (the NumPy 2 version), ``libdevice_missing``, ``dlopen_failed`` (sonames
-    TensorFlow or the dynamic loader could not open), ``jaxlib_skew`` (jax's own check),
+    TensorFlow or the dynamic loader could not open), ``dlopen_unnamed`` (TensorFlow said
+    "Cannot dlopen some GPU libraries" and named none), ``jaxlib_skew`` (jax's own check),
     ``undefined_symbol`` ({library, symbol, version}), ``no_kernel_image``,
     ``dll_load_failed`` ({dll, code}: a Windows DLL that failed to load),
     ``backend_library_missing`` ({backend, library}: a JAX plugin's library did not load).
@@ -208,6 +213,8 @@ def reported_facts(text: str) -> dict[str, Any]:
         facts["jaxlib_skew"] = {"jaxlib": m[1], "jax": m[2]}
     if failed := sorted(set(_DLOPEN.findall(text)) | set(_LD_MISSING.findall(text))):
         facts["dlopen_failed"] = failed
+    elif _DLOPEN_SOME.search(text):
+        facts["dlopen_unnamed"] = True
     if m := _UNDEFINED.search(text):
         facts["undefined_symbol"] = {"library": m[1], "symbol": m[2], "version": m[3] or ""}
     if _NO_KERNEL.search(text):

@@ -20,6 +20,9 @@ ROWS = {r["id"]: r for r in KB["framework_says"]}
 
 # One sample per row, in the frameworks' own wording (line breaks where they print them).
 SAMPLES = {
+    "cuda.system-not-ready": (
+        "jax", "E cuda_driver.cc:152] failed call to cuInit: INTERNAL: CUDA error: Failed call "
+               "to cuInit: CUDA_ERROR_SYSTEM_NOT_READY: system not yet initialized"),
     "torch.companion-cuda-variant": (
         "torch", "torchaudio: RuntimeError: Detected that PyTorch and TorchAudio were compiled "
                  "with different CUDA versions. PyTorch has CUDA version 11.8 whereas "

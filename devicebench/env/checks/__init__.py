@@ -21,6 +21,7 @@ from typing import Any
 from devicebench.env.checks._util import fit_fix_to_platform, platform_conflict
 from devicebench.env.checks.addons import (
     check_addon_builds,
+    check_addon_sets_legacy_keras,
     check_backend_library_missing,
     check_keras_internal_imports,
     check_placeholder_release,
@@ -55,6 +56,7 @@ from devicebench.env.checks.hosting import (
     check_platform_without_wheels,
     check_sandbox,
     check_virtual_mac,
+    check_wsl_container_driver_libs,
 )
 from devicebench.env.checks.installs import (
     check_gpu_min_compute,
@@ -84,6 +86,7 @@ from devicebench.env.checks.rocm import (
     check_kfd_permission,
     check_override_masks_all,
     check_rocm_arch,
+    check_rocm_libs_not_on_path,
     check_torch_not_rocm,
     check_wsl1,
     check_wsl_rocm,
@@ -145,6 +148,7 @@ CHECKS: list[Check] = [
     check_gpu_min_compute,
     check_wsl1,
     check_kfd_permission,
+    check_rocm_libs_not_on_path,
     check_torch_not_rocm,
     check_wsl_rocm,
     check_override_masks_all,
@@ -157,10 +161,12 @@ CHECKS: list[Check] = [
     check_legacy_keras,
     check_keras2_addons,
     check_keras_internal_imports,
+    check_addon_sets_legacy_keras,
     check_keras2_release,
     check_keras3_addons_on_legacy,
     check_windows_no_gpu,
     check_python_supported,
+    check_wsl_container_driver_libs,
     check_container_no_gpu,
     check_virtual_mac,
     check_docker_desktop_vm,

@@ -146,3 +146,41 @@ def check_placeholder_release(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             source="https://github.com/keras-team/keras-hub/issues/1649 (keras-nlp 0.0.0: "
                    "tensorflow-text had no Python 3.12 wheels)"))
     return out
+
+
+def check_addon_sets_legacy_keras(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """An add-on that sets TF_USE_LEGACY_KERAS=1 inside the process (``[[sets_legacy_keras]]``)
+    beside TensorFlow 2.15 without tf_keras: once the add-on is imported, tf.keras loads the
+    missing tf_keras package and fails.
+
+    Silent with tf_keras installed, with TensorFlow other than 2.15 (before 2.15 the variable
+    is ignored; from 2.16 the add-on needs tf_keras anyway) and for add-on releases before
+    ``from``.
+    """
+    tf_v = snap.version_of("tensorflow") or snap.version_of("tensorflow-cpu") \
+        or snap.version_of("tensorflow-macos")
+    if not tf_v or not matches(tf_v, "==2.15.*") or snap.has("tf-keras") or snap.has("tf_keras"):
+        return []
+    out = []
+    for row in kb.get("sets_legacy_keras", []):
+        have = snap.version_of(row["dist"])
+        if not have or not at_least(have, row["from"]):
+            continue
+        set_by_user = snap.env_vars.get("TF_USE_LEGACY_KERAS")
+        out.append(Finding(
+            "keras.addon-sets-legacy-keras", "warning",
+            f"{row['dist']} {have} sets TF_USE_LEGACY_KERAS=1, and TensorFlow {tf_v} then needs "
+            "tf_keras, which is not installed",
+            observed=f"{row['dist']} {have}, tensorflow {tf_v}, no tf-keras"
+                     + (f"; TF_USE_LEGACY_KERAS={set_by_user} in the environment"
+                        if set_by_user else "; the variable is set inside the process"),
+            why=f"Importing {row['where']} sets TF_USE_LEGACY_KERAS=1 when it is unset. "
+                "TensorFlow 2.15 honours the variable by making tf.keras the separate tf_keras "
+                "package (Keras 2.15 itself needs no tf_keras, so it is often not installed); "
+                "after the add-on's import, tf.keras and every model load through it fail "
+                "('... you do not have the tf_keras package installed').",
+            fix="pip install 'tf-keras~=2.15.0'  # the tf_keras of TensorFlow 2.15; or export "
+                f"TF_USE_LEGACY_KERAS=0 before starting Python ({row['dist']} then keeps it and "
+                "only warns; tf.keras is Keras 2.15 anyway)",
+            source=row["source"]))
+    return out

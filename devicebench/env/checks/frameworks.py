@@ -172,6 +172,8 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         return []
     if any(name in snap.frameworks for name in ("tensorflow", "jax", "torch")):
         return []
+    if snap.has("mlx"):
+        return []  # round 14: MLX is a framework too; the probe does not import it
     looked = ", ".join([*kb["tensorflow"]["distributions"], "jax", "torch"])
     extras = "tensorflow,metal" if snap.is_apple_silicon else "tensorflow"
     fix = f"pip install 'devicebench[{extras}]'  # or: pip install tensorflow"

@@ -4,7 +4,9 @@ sandbox (an agent's command sandbox) that denies the processes it runs the GPU."
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import DISPLAY, KB
+import re
+
+from devicebench.env.checks._util import DISPLAY, KB, at_least
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -163,3 +165,40 @@ def check_platform_without_wheels(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "fails to build): the platform, not the index or the network.",
             fix=e["fix"], source=e["source"]))
     return out
+
+
+def check_wsl_container_driver_libs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A container under WSL2 whose CUDA initialisation fails with error 500 ("named symbol
+    not found") beside a Windows driver from 555 on: the driver added a library
+    (libnvdxgdmal.so.1) that NVIDIA Container Toolkits before 1.14.4 / 1.15.0 do not mount.
+
+    Silent outside WSL2 containers, without the error, and with an older driver.
+    """
+    info = kb["wsl_container_driver_libs"]
+    smi = snap.nvidia_smi
+    if not (snap.host.wsl and snap.host.in_container) or smi is None or not smi.driver_version:
+        return []
+    if not at_least(smi.driver_version, info["driver_from"]):
+        return []
+    pattern = re.compile(info["pattern"])
+    said = [(DISPLAY.get(n, n), m[0]) for n, p in sorted(snap.frameworks.items())
+            if (m := pattern.search(p.said or "\n".join([p.error, *p.messages])))]
+    if not said:
+        return []
+    who = ", ".join(sorted({w for w, _ in said}))
+    return [Finding(
+        "wsl.container-driver-lib-missing", "error",
+        f"WSL2 container: Windows driver {smi.driver_version} needs a newer NVIDIA Container "
+        f"Toolkit ({info['library']} is not mounted)",
+        observed=f"in a container under WSL2 ({snap.host.os_version}); Windows driver "
+                 f"{smi.driver_version}; {who} said \"{said[0][1]}\"",
+        why=f"From Windows driver {info['driver_from']} on, CUDA in WSL2 needs the driver "
+            f"library {info['library']} as well; NVIDIA Container Toolkits before "
+            f"{info['toolkit_fixed']} (Docker Desktop before {info['docker_desktop_fixed']}) do "
+            "not map it into containers, so cuInit fails with error 500 (CUDA_ERROR_NOT_FOUND, "
+            "'named symbol not found') and the framework runs on the CPU.",
+        fix=f"update the NVIDIA Container Toolkit in WSL2 to {info['toolkit_fixed']} or newer "
+            f"(sudo apt-get install --only-upgrade nvidia-container-toolkit) or Docker Desktop "
+            f"to {info['docker_desktop_fixed']} or newer, then restart the container; or go back "
+            f"to a Windows driver before {info['driver_from']} ({info['last_driver_before']})",
+        source=info["source"])]

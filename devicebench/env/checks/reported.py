@@ -67,20 +67,33 @@ def check_cudnn_loaded_older(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 
 def check_wheel_libs_not_on_path(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """A library the framework could not load is in an nvidia-* wheel it did not look in."""
+    from devicebench.env.checks.installs import wheel_libs_of_distributions
+
     out = []
     for name, probe in snap.frameworks.items():
         failed = probe.reported.get("dlopen_failed", [])
-        present = {so: snap.wheel_cuda_libs[so] for so in failed
-                   if so in snap.wheel_cuda_libs and not snap.loader_finds(so)}
+        wheel_libs = snap.wheel_cuda_libs
+        present = {so: wheel_libs[so] for so in failed
+                   if so in wheel_libs and not snap.loader_finds(so)}
+        unnamed = ""
+        if not present and probe.reported.get("dlopen_unnamed") and not probe.gpu_devices:
+            # Round 14: "Cannot dlopen some GPU libraries" naming none (TensorFlow >= 2.16):
+            # the candidates are the wheels' libraries the loader does not find by name.
+            wheel_libs = wheel_libs or wheel_libs_of_distributions(snap, kb)
+            present = {so: p for so, p in wheel_libs.items() if not snap.loader_finds(so)}
+            unnamed = (f"{DISPLAY.get(name, name)} {probe.version or snap.version_of(name)} "
+                       "said \"Cannot dlopen some GPU libraries\" without naming one and "
+                       "registered no GPU; ")
         if not present:
             continue
-        dirs = sorted({p for d in snap.wheel_cuda_libs.values()
-                       if (p := os.path.dirname(d))})
+        dirs = sorted({p for d in wheel_libs.values() if (p := os.path.dirname(d))})
+        version = probe.version or snap.version_of(name)
         out.append(Finding(
             "cuda.wheel-libs-not-on-path", "error",
-            f"{DISPLAY.get(name, name)} cannot load CUDA libraries that the nvidia-* wheels "
-            "installed: they are not on the loader's path",
-            observed="could not load " + ", ".join(
+            f"{DISPLAY.get(name, name)} {version} cannot load CUDA libraries that the "
+            "nvidia-* wheels installed: they are not on the loader's path",
+            observed=unnamed + ("the wheels' libraries, which the loader does not find by "
+                                "name: " if unnamed else "could not load ") + ", ".join(
                 f"{so} (installed at {p})" for so, p in sorted(present.items())),
             why="The libraries are there, but the loader does not look where they are: this "
                 "framework build does not search the wheels' directories (TensorFlow 2.16.1 is "
@@ -92,7 +105,9 @@ def check_wheel_libs_not_on_path(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 + ("  # or: pip install -U 'tensorflow[and-cuda]' (>= 2.16.2 finds them)"
                    if name == "tensorflow" else ""),
             source="https://github.com/tensorflow/tensorflow/issues/63362 ; "
-                   "https://github.com/pytorch/pytorch/issues/165812"))
+                   "https://github.com/pytorch/pytorch/issues/165812"
+                   + (" ; https://github.com/tensorflow/tensorflow/issues/66987 (2024: the "
+                      "message names no library)" if unnamed else "")))
     return out
 
 

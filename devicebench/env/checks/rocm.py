@@ -185,6 +185,8 @@ def check_torch_not_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     probe = snap.frameworks.get("torch")
     if not amd_agents(snap) or has_nvidia_gpu(snap) or probe is None or _rocm_torch(snap):
         return []
+    if _missing_rocm_lib(probe, kb):
+        return []  # a ROCm build whose ROCm libraries are not found: rocm.libs-not-on-path
     kind = "a CUDA build" if probe.build.get("is_cuda_build") else "a CPU build"
     py = ".".join(snap.host.python_version.split(".")[:2])
     need = kb["rocm"]["torch_min_python"]
@@ -260,3 +262,56 @@ def check_wsl1(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         fix="convert the distribution to WSL 2 from Windows: wsl --set-version <distro> 2 "
             "(wsl -l -v lists them), then install the GPU framework inside it",
         source=kb["wsl1"]["source"])]
+
+
+def _missing_rocm_lib(probe: FrameworkProbe | None, kb: KB) -> str:
+    """The ROCm library a framework's import could not open ("" when none)."""
+    if probe is None:
+        return ""
+    text = "\n".join([probe.error, *probe.messages, probe.said])
+    names = "|".join(re.escape(s) for s in kb["rocm_sdk_wheels"]["sonames"])
+    m = re.search(rf"((?:{names})[\w.+-]*\.so[.\d]*): cannot open shared object file", text)
+    return m[1] if m else ""
+
+
+def check_rocm_libs_not_on_path(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """PyTorch's import fails because a ROCm library it links (libamdhip64, libMIOpen,
+    rocBLAS ...) is not found: the build is a ROCm build whose ROCm is not on the loader's
+    path. With TheRock's rocm-sdk wheels installed, the libraries are in their site-packages
+    directories, which the loader does not search.
+
+    Silent when the import works or the missing library is not a ROCm one.
+    """
+    info = kb["rocm_sdk_wheels"]
+    probe = snap.frameworks.get("torch")
+    lib = _missing_rocm_lib(probe, kb)
+    if not lib:
+        return []
+    py = ".".join(snap.host.python_version.split(".")[:2])
+    site = f"{snap.host.python_prefix or '<prefix>'}/lib/python{py}/site-packages"
+    targets = sorted(d[len(info["libraries_prefix"]):] for d in snap.distributions
+                     if d.startswith(info["libraries_prefix"]))
+    if snap.has(info["core_dist"]) or targets:
+        dirs = [f"{site}/{info['libraries_dir'].format(target=t)}" for t in targets]
+        dirs.append(f"{site}/{info['core_dir']}")
+        where = ("TheRock's rocm-sdk wheels ("
+                 + ", ".join(f"{d} {snap.version_of(d)}" for d in sorted(snap.distributions)
+                             if d.startswith("rocm-sdk")) + ") put the ROCm libraries in "
+                 + " and ".join(dirs) + ", which the dynamic loader does not search")
+        fix = ("export LD_LIBRARY_PATH=" + ":".join(dirs) + "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+               "  # e.g. in the environment's bin/activate; or a torch wheel that preloads "
+               "them (the rocm-sdk-built torch from the same index)")
+    else:
+        where = ("this torch build links against a system ROCm that is not on the loader's "
+                 "path (or not installed)")
+        fix = (f"export LD_LIBRARY_PATH={info['system_dir']}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+               "  # the ROCm release the build was made for; or install PyTorch's own ROCm "
+               "wheel, which bundles its ROCm libraries")
+    return [Finding(
+        "rocm.libs-not-on-path", "error",
+        f"PyTorch is a ROCm build whose ROCm library {lib} the loader cannot find",
+        observed=f"import torch {snap.version_of('torch')} failed: {lib}: cannot open shared "
+                 "object file",
+        why=f"The torch build links against ROCm's libraries ({lib} among them); {where}, so "
+            "the import fails before torch can use the GPU.",
+        fix=fix, source=info["source"])]

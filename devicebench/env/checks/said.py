@@ -43,6 +43,35 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m[1], m[0]), template)
 
 
+def _torch_values(snap: EnvSnapshot, kb: KB, row: dict) -> dict[str, str]:
+    """Values a fix template may name about the installed torch (round 14): ``torch_index``,
+    the wheel index of its own variant (``+cu126`` -> ``.../whl/cu126``; a placeholder when
+    its version has no variant tag), and ``addon_release``, the release of the row's
+    ``addon`` that ``[[addon_builds]]`` pairs with the installed torch release (the bare
+    name when none is listed).
+
+    Example:
+        >>> from devicebench.env.snapshot import EnvSnapshot
+        >>> s = EnvSnapshot(distributions={"torch": "2.6.0+cu126"})
+        >>> v = _torch_values(s, {"addon_builds": [{"dist": "xformers", "framework": "torch",
+        ...     "builds": [["==0.0.29.post3", "2.6.0"]]}]}, {"addon": "xformers"})
+        >>> v["torch_index"], v["addon_release"]
+        ('https://download.pytorch.org/whl/cu126', 'xformers==0.0.29.post3')
+    """
+    torch_v = snap.version_of("torch") or ""
+    local = torch_v.partition("+")[2]
+    out = {"torch_index": "https://download.pytorch.org/whl/"
+                          + (local if re.fullmatch(r"cu\d+|rocm[\d.]+|cpu", local)
+                             else "<the cuXXX of your torch>")}
+    addon = row.get("addon")
+    if addon:
+        release = torch_v.partition("+")[0]
+        entry = next((e for e in kb.get("addon_builds", []) if e["dist"] == addon), None)
+        spec = next((s for s, fw in (entry or {}).get("builds", []) if fw == release), "")
+        out["addon_release"] = f"{addon}{spec}"
+    return out
+
+
 def check_framework_says(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """Each ``[[framework_says]]`` sentence a framework printed, quoted, with its cause/fix.
 
@@ -68,7 +97,8 @@ def check_framework_says(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 continue
             values = {k: v for k, v in m.groupdict().items() if v is not None}
             values.update(framework=who, version=probe.version or snap.version_of(name),
-                          cuda=str(probe.build.get("cuda_version") or "?"))
+                          cuda=str(probe.build.get("cuda_version") or "?"),
+                          **_torch_values(snap, kb, row))
             hits[row["id"]] = (row, [who], values, m[0].strip()[:MAX_QUOTE])
     out = []
     for rid, (row, who, values, quote) in hits.items():
