@@ -171,6 +171,13 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # before) measured once there: 1/12 with 2 false alarms -- the untouched figure, and its
 # floor below (the rules before this round, f2098fd, and the step-0 rules, ff4cd70, give it
 # the same 1/12 with 2); no rule was changed after it.
+# Thirteenth round, step 0 (before corpus_round12 was collected; round11_heldout dev material
+# from now on): its misses written generally (script_check/gap13_rules.py): a host value
+# taken inside a helper's return and passed on to another call, rows unpacked by zip(*...)
+# and lists followed through parameters, Python loops over a device tensor's rows in a
+# callee, and four kinds no rule knew (no_grad in a script that never trains, Keras 2
+# steps_per_epoch given a sample count, MONAI CacheDataset's copy_cache, a float cast before
+# the device copy): round11_heldout 1 -> 9/12, no other set moved, no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
@@ -179,7 +186,7 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round7_heldout": (15, 0), "round8_dev": (17, 0), "round8_heldout": (7, 0),
             "round9_dev": (13, 0), "round9_heldout": (7, 2),
             "round10_dev": (13, 1), "round10_heldout": (9, 0), "round11_dev": (10, 1),
-            "round11_heldout": (1, 2)}
+            "round11_heldout": (9, 2)}
 
 
 def _header(path: Path) -> str:
@@ -330,8 +337,8 @@ def test_corpus_half(half: str) -> None:
              "round10_heldout": "round10_heldout (seen since; untouched it was 4/13 with 0 "
                                 "false alarms)",
              "round11_dev": "round11_dev (rules written against it; 4/11 with 2 before)",
-             "round11_heldout": "round11_heldout (untouched until the rules were frozen; "
-                                "measured once at 1b255ad)"}.get(
+             "round11_heldout": "round11_heldout (seen since; untouched it was 1/12 with 2 "
+                                "false alarms)"}.get(
                  half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
