@@ -28,6 +28,7 @@ from devicebench.script_check import (
     boundary_rules,
     compile_rules,
     data_rules,
+    gap13_rules,
     gap_rules,
     guide_jax_tf,
     guide_torch,
@@ -46,6 +47,7 @@ from devicebench.script_check import (
     round9_rules,
     round10_rules,
     round11_rules,
+    round12_rules,
     setup_rules,
     shape_rules,
     sync_rules,
@@ -66,7 +68,8 @@ _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_ru
                  vector_rules, kind_rules, name_rules,
                  item_rules, hot_rules, boundary_rules,
                  optimizer_rules, guide_torch, guide_jax_tf, round9_rules,
-                 round10_rules, round11_rules, gap_rules)
+                 round10_rules, round11_rules, gap_rules, gap13_rules,
+                 round12_rules)
 
 
 @dataclass(frozen=True)

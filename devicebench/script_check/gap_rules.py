@@ -185,7 +185,9 @@ def lightning_loaders(ctx: Context) -> list[ast.Call]:
             if isinstance(m, ast.FunctionDef) and m.name in _LOADER_HOOKS:
                 out += [r.value for r in walk(m.body) if isinstance(r, ast.Return)
                         and isinstance(r.value, ast.Call) and last_name(r.value) == "DataLoader"]
-    return out
+    from devicebench.script_check.round12_rules import fit_loaders
+
+    return out + [c for c in fit_loaders(ctx) if c not in out]  # trainer.fit(m, loader)
 
 
 def lightning_epochs(ctx: Context) -> int | None:

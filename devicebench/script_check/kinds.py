@@ -187,7 +187,43 @@ def python_list(ctx: Context, expr: ast.AST, scope: ast.AST, depth: int = 2) -> 
             return "a list grown with append/extend"
         if values and all(isinstance(v, ast.ListComp) for v in values):
             return "a list comprehension"
+        if values and all(_zip_star(v) for v in values):
+            # `states, actions = zip(*samples)` (round 13): each name is a tuple of rows
+            return "a tuple of rows unpacked from `zip(*...)`"
+        if not values and isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            return _param_list(ctx, expr.id, scope, depth)
     return ""
+
+
+def _zip_star(v: ast.AST) -> bool:
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "zip" and (
+        any(isinstance(a, ast.Starred) for a in v.args))
+
+
+def _param_list(ctx: Context, name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                depth: int) -> str:
+    """A parameter of ``fn`` that every call of ``fn`` in this file passes a Python list
+    built element by element (issue 24, round 13: values followed through parameters) --
+    "" when a call passes something else or ``fn`` is never called here."""
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+    if name not in params:
+        return ""
+    method = bool(params) and params[0] in ("self", "cls")
+    calls = [c for c in ctx.calls() if last_name(c) == fn.name and (
+        isinstance(c.func, ast.Attribute) if method else isinstance(c.func, ast.Name))]
+    hows = []
+    for c in calls:
+        pos = params.index(name) - (1 if method else 0)
+        arg = next((k.value for k in c.keywords if k.arg == name), None)
+        if arg is None and 0 <= pos < len(c.args) and not any(
+                isinstance(a, ast.Starred) for a in c.args[:pos + 1]):
+            arg = c.args[pos]
+        if arg is None:
+            return ""
+        hows.append(python_list(ctx, arg, scope_of(ctx, c), depth - 1))
+    if not hows or not all(hows):
+        return ""
+    return f"{hows[0]}, passed as `{name}` by the caller"
 
 
 def loop_carried(ctx: Context, loop: ast.AST) -> dict[str, list[ast.stmt]]:

@@ -150,6 +150,9 @@ def gradscaler_bf16(ctx: Context) -> None:
         return
     dtypes = _autocast_dtypes(ctx)
     if dtypes != {"bfloat16"}:
+        from devicebench.script_check.round12_rules import scaler_for_chosen_dtype
+
+        scaler_for_chosen_dtype(ctx, _SCALERS)  # `fp16 if ... else bf16`, one scaler (round 13)
         return  # float16 (or an unknown dtype) somewhere: a scaler may be needed
     for c in ctx.calls():
         if ctx.resolve(c.func) in _SCALERS:

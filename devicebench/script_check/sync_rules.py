@@ -136,7 +136,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
         # caller's business
         steps = ctx.search(fn.body, ctx.is_step) is not None
         returned = {id(x) for r in walk(fn.body) if isinstance(r, ast.Return)
-                    for x in ast.walk(r)}
+                    for x in ast.walk(r) if not _consumed_in_return(ctx, x, r)}
         held = device_params(ctx, call, fn, device)
         for m in walk(fn.body, lambda x: isinstance(x, ast.FunctionDef | ast.AsyncFunctionDef)
                       or skip_in_step(x) and not isinstance(x, LOOPS)):
@@ -162,6 +162,19 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                         f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
                         f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
                         "runs on every step" + implicit, fixtext=fixtext)
+
+
+def _consumed_in_return(ctx: Context, node: ast.AST, ret: ast.Return) -> bool:
+    """``node`` sits in ``ret`` as an argument of a further call that is not itself a host
+    conversion (``return scatter(m, r, dim_size=r.max().item() + 1)``): the host value is
+    used inside the callee, on every call, not handed back for the caller to convert
+    (issue 24, round 13: QuantumLab-ZY/HamGNN#78)."""
+    child, cur = node, ctx.parents.get(node)
+    while cur is not None and cur is not ret:
+        if isinstance(cur, ast.Call) and child is not cur.func and last_name(cur) not in _HOST:
+            return True
+        child, cur = cur, ctx.parents.get(cur)
+    return False
 
 
 _SCALAR_KWARGS = ("alpha", "value")  # x.add(y, alpha=...), x.addcmul_(a, b, value=...)

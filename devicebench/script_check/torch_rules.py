@@ -81,7 +81,11 @@ def dataloader_workers(ctx: Context) -> None:
             ctx.add("script.dataloader-workers", "warning", call,
                     f"{work}; num_workers is {'0' if workers is not None else 'not set (0)'}",
                     work=work.replace("`", ""), dev=dev.upper() if dev == "mps" else "GPU")
-        elif workers is not None and not _in_memory(ctx, call.args[0]):
+        elif workers is None:
+            from devicebench.script_check.round12_rules import unset_workers
+
+            unset_workers(ctx, call, dev)  # a data set this file does not define (round 13)
+        elif not _in_memory(ctx, call.args[0]):
             # info: `num_workers=0` written out, for a dataset this file does not show to be
             # in-memory tensors -- its loading and collation run between the steps
             ctx.add("script.dataloader-workers", "info", call,

@@ -87,6 +87,12 @@ def per_sample_python_loop(ctx: Context) -> None:
                 ctx.add("script.per-sample-python-loop", "warning", stmt,
                         f"in `{cls.name}.{fn.name}`, over `{ast.unparse(it)}`, indexing with "
                         f"`{var}`", what=ctx.code(stmt.lineno)[:50])
+    from devicebench.script_check.gap13_rules import device_row_loops
+
+    device_row_loops(ctx)  # loops over a device tensor's rows in a callee (round 13)
+    from devicebench.script_check.round12_rules import row_fill_loops
+
+    row_fill_loops(ctx)  # a device tensor filled row by row in a forward (round 13)
 
 
 def mlx_training_mode_in_eval(ctx: Context) -> None:
