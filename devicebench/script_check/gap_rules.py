@@ -185,8 +185,6 @@ def lightning_loaders(ctx: Context) -> list[ast.Call]:
             if isinstance(m, ast.FunctionDef) and m.name in _LOADER_HOOKS:
                 out += [r.value for r in walk(m.body) if isinstance(r, ast.Return)
                         and isinstance(r.value, ast.Call) and last_name(r.value) == "DataLoader"]
-    from devicebench.script_check.round12_rules import fit_loaders
-
     return out + [c for c in fit_loaders(ctx) if c not in out]  # trainer.fit(m, loader)
 
 
@@ -219,3 +217,21 @@ def accelerate_device(ctx: Context) -> bool:
     training launched by ``accelerate``), and its ``backward`` runs the step."""
     text = "\n".join(ctx.lines)
     return "accelerator.device" in text and "accelerator.backward(" in text
+
+
+def fit_loaders(ctx: Context) -> list[ast.Call]:
+    """``DataLoader(...)`` calls bound to a name the file hands to Lightning's
+    ``trainer.fit(model, train_dataloaders=name)`` (or as its second argument; round 13,
+    qiuqiao/SOFA#20)."""
+    given: set[str] = set()
+    for c in ctx.calls():
+        if last_name(c) != "fit" or not isinstance(c.func, ast.Attribute):
+            continue
+        v = keyword(c, "train_dataloaders") or (c.args[1] if len(c.args) > 1 else None)
+        if isinstance(v, ast.Name):
+            given.add(v.id)
+    if not given or not any(last_name(c) == "Trainer" for c in ctx.calls()):
+        return []
+    return [s.value for s in ast.walk(ctx.tree) if isinstance(s, ast.Assign)
+            and isinstance(s.value, ast.Call) and last_name(s.value) == "DataLoader"
+            and any(isinstance(t, ast.Name) and t.id in given for t in s.targets)]

@@ -18,12 +18,14 @@ not show):
 
 Under existing ids, read by helpers the older rules call: a loader handed to Lightning's
 ``trainer.fit(model, train_dataloaders=...)`` counts as a Lightning loader
-(:func:`fit_loaders`, for ``script.dataloader-workers-respawn`` and
+(``gap_rules.fit_loaders``, for ``script.dataloader-workers-respawn`` and
 ``script.dataloader-no-pin-memory``; qiuqiao/SOFA#20); a DataLoader without ``num_workers``
 over a data set this file does not define, whose batches a training loop copies to the GPU
 (``script.dataloader-workers``; EthoML/VAME#220); a ``GradScaler`` built unconditionally
 under ``if fp16 or bf16:`` for an autocast dtype chosen between them (``script.gradscaler-bf16``;
-huggingface/transformers#21428).
+huggingface/transformers#21428). Those three live beside the rules they extend
+(``gap_rules.fit_loaders``, ``setup_rules.scaler_for_chosen_dtype`` and
+``setup_rules.unset_workers``), so no module imports a later round's.
 """
 
 from __future__ import annotations
@@ -268,79 +270,3 @@ def row_fill_loops(ctx: Context) -> None:
                 f"fills `{tensor}`, a device tensor, one row per iteration (one kernel launch "
                 f"each) in `{getattr(fn, 'name', 'the module')}`, which runs on every forward",
                 what=ctx.code(loop.lineno)[:50])
-
-
-# -- existing ids: Lightning fit loaders, unset workers, GradScaler for bf16 ---------------
-
-def fit_loaders(ctx: Context) -> list[ast.Call]:
-    """``DataLoader(...)`` calls bound to a name the file hands to Lightning's
-    ``trainer.fit(model, train_dataloaders=name)`` (or as its second argument)."""
-    given: set[str] = set()
-    for c in ctx.calls():
-        if last_name(c) != "fit" or not isinstance(c.func, ast.Attribute):
-            continue
-        v = keyword(c, "train_dataloaders") or (c.args[1] if len(c.args) > 1 else None)
-        if isinstance(v, ast.Name):
-            given.add(v.id)
-    if not given or not any(last_name(c) == "Trainer" for c in ctx.calls()):
-        return []
-    return [s.value for s in ast.walk(ctx.tree) if isinstance(s, ast.Assign)
-            and isinstance(s.value, ast.Call) and last_name(s.value) == "DataLoader"
-            and any(isinstance(t, ast.Name) and t.id in given for t in s.targets)]
-
-
-def _bf16_reaches(ctx: Context, node: ast.AST) -> bool:
-    """``node`` sits under an ``if`` that the bf16 setting takes (``if args.fp16 or
-    args.bf16:``): the file builds the scaler for bfloat16 on purpose, not only for a
-    float16 that may be chosen."""
-    cur = ctx.parents.get(node)
-    while cur is not None:
-        if isinstance(cur, ast.If):  # the innermost condition decides
-            return any(w in ast.unparse(cur.test) for w in ("bf16", "bfloat16")) and (
-                not isinstance(cur.test, ast.UnaryOp))
-        cur = ctx.parents.get(cur)
-    return False
-
-
-def scaler_for_chosen_dtype(ctx: Context, scalers: tuple[str, ...]) -> None:
-    """``script.gradscaler-bf16`` for ``GradScaler()`` built under ``if fp16 or bf16:``
-    where the autocast dtype is then ``torch.float16 if fp16 else torch.bfloat16`` (held in
-    a name or an attribute): in the bf16 branch every step still scales, unscales and
-    checks. A scaler built for a dtype that merely may be float16 stays silent."""
-    choices = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.IfExp)
-               and {"float16", "bfloat16"} <= {ast.unparse(b).split(".")[-1]
-                                               for b in (n.body, n.orelse)}]
-    if not choices:
-        return
-    for c in ctx.calls():
-        if ctx.resolve(c.func) in scalers and keyword(c, "enabled") is None and (
-                _bf16_reaches(ctx, c)):
-            ctx.add("script.gradscaler-bf16", "info", c,
-                    f"built when bf16 is set, and the autocast dtype is then "
-                    f"`{ast.unparse(choices[0])[:60]}`: the scaler runs in bfloat16 too")
-
-
-def unset_workers(ctx: Context, call: ast.Call, dev: str) -> None:
-    """``script.dataloader-workers`` (info) for a DataLoader with no ``num_workers`` over a
-    data set this file does not define, that an epoch loop goes over again and again with a
-    training loop copying its batches to the device (a one-pass loop stays silent, as the
-    unset default did before)."""
-    from devicebench.script_check.setup_rules import _epoch_loop, _names_bound_to
-    from devicebench.script_check.torch_rules import _in_memory
-
-    data = call.args[0] if call.args else None
-    if not isinstance(data, ast.Name) or data.id in ctx.assigns or _in_memory(ctx, data):
-        return
-    found = _epoch_loop(ctx, _names_bound_to(ctx, call))
-    if found is None:
-        return
-    outer, inner = found
-    copies = any(isinstance(c, ast.Call) and last_name(c) in ("to", "cuda") and isinstance(
-        c.func, ast.Attribute) for c in walk(getattr(inner, "body", [])))
-    if copies and ctx.search(getattr(inner, "body", []), ctx.is_step) is not None:
-        ctx.add("script.dataloader-workers", "info", call,
-                f"`num_workers` is not set (0): `{data.id}`'s items are loaded and collated in "
-                f"the training process, between the steps of the loop at "
-                f"{ctx.line(inner.lineno)}, on every epoch of the loop at "
-                f"{ctx.line(outer.lineno)}", work="each batch is loaded and collated here",
-                dev=dev.upper() if dev == "mps" else "GPU")

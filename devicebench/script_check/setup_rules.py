@@ -150,8 +150,6 @@ def gradscaler_bf16(ctx: Context) -> None:
         return
     dtypes = _autocast_dtypes(ctx)
     if dtypes != {"bfloat16"}:
-        from devicebench.script_check.round12_rules import scaler_for_chosen_dtype
-
         scaler_for_chosen_dtype(ctx, _SCALERS)  # `fp16 if ... else bf16`, one scaler (round 13)
         return  # float16 (or an unknown dtype) somewhere: a scaler may be needed
     for c in ctx.calls():
@@ -228,3 +226,57 @@ def no_autocast(ctx: Context) -> None:
             ctx.add("script.no-autocast", "info", call,
                     f"`{call.func.id}` runs in float32 in the loop at "  # type: ignore[attr-defined]
                     f"{ctx.line(loop.lineno)} on a CUDA device")
+
+
+def _bf16_reaches(ctx: Context, node: ast.AST) -> bool:
+    """``node`` sits under an ``if`` that the bf16 setting takes (``if args.fp16 or
+    args.bf16:``): the file builds the scaler for bfloat16 on purpose, not only for a
+    float16 that may be chosen."""
+    cur = ctx.parents.get(node)
+    while cur is not None:
+        if isinstance(cur, ast.If):  # the innermost condition decides
+            return any(w in ast.unparse(cur.test) for w in ("bf16", "bfloat16")) and (
+                not isinstance(cur.test, ast.UnaryOp))
+        cur = ctx.parents.get(cur)
+    return False
+
+
+def scaler_for_chosen_dtype(ctx: Context, scalers: tuple[str, ...]) -> None:
+    """``script.gradscaler-bf16`` for ``GradScaler()`` built under ``if fp16 or bf16:``
+    where the autocast dtype is then ``torch.float16 if fp16 else torch.bfloat16`` (held in
+    a name or an attribute): in the bf16 branch every step still scales, unscales and
+    checks. A scaler built for a dtype that merely may be float16 stays silent."""
+    choices = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.IfExp)
+               and {"float16", "bfloat16"} <= {ast.unparse(b).split(".")[-1]
+                                               for b in (n.body, n.orelse)}]
+    if not choices:
+        return
+    for c in ctx.calls():
+        if ctx.resolve(c.func) in scalers and keyword(c, "enabled") is None and (
+                _bf16_reaches(ctx, c)):
+            ctx.add("script.gradscaler-bf16", "info", c,
+                    f"built when bf16 is set, and the autocast dtype is then "
+                    f"`{ast.unparse(choices[0])[:60]}`: the scaler runs in bfloat16 too")
+
+
+def unset_workers(ctx: Context, call: ast.Call, dev: str) -> None:
+    """``script.dataloader-workers`` (info) for a DataLoader with no ``num_workers`` over a
+    data set this file does not define, that an epoch loop goes over again and again with a
+    training loop copying its batches to the device (a one-pass loop stays silent, as the
+    unset default did before; round 13, EthoML/VAME#220)."""
+    data = call.args[0] if call.args else None
+    if not isinstance(data, ast.Name) or data.id in ctx.assigns:
+        return  # (the caller has ruled out in-memory tensors)
+    found = _epoch_loop(ctx, _names_bound_to(ctx, call))
+    if found is None:
+        return
+    outer, inner = found
+    copies = any(isinstance(c, ast.Call) and last_name(c) in ("to", "cuda") and isinstance(
+        c.func, ast.Attribute) for c in walk(getattr(inner, "body", [])))
+    if copies and ctx.search(getattr(inner, "body", []), ctx.is_step) is not None:
+        ctx.add("script.dataloader-workers", "info", call,
+                f"`num_workers` is not set (0): `{data.id}`'s items are loaded and collated in "
+                f"the training process, between the steps of the loop at "
+                f"{ctx.line(inner.lineno)}, on every epoch of the loop at "
+                f"{ctx.line(outer.lineno)}", work="each batch is loaded and collated here",
+                dev=dev.upper() if dev == "mps" else "GPU")

@@ -165,10 +165,8 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
 
 
 def _consumed_in_return(ctx: Context, node: ast.AST, ret: ast.Return) -> bool:
-    """``node`` sits in ``ret`` as an argument of a further call that is not itself a host
-    conversion (``return scatter(m, r, dim_size=r.max().item() + 1)``): the host value is
-    used inside the callee, on every call, not handed back for the caller to convert
-    (issue 24, round 13: QuantumLab-ZY/HamGNN#78)."""
+    """``node`` is in ``ret`` as an argument of a further, non-converting call (``return
+    scatter(m, r, dim_size=r.max().item() + 1)``): used on every call (HamGNN#78)."""
     child, cur = node, ctx.parents.get(node)
     while cur is not None and cur is not ret:
         if isinstance(cur, ast.Call) and child is not cur.func and last_name(cur) not in _HOST:

@@ -24,6 +24,7 @@ from devicebench.script_check.round11_rules import (
     loader_kwargs,
     non_blocking_default_false,
 )
+from devicebench.script_check.setup_rules import unset_workers
 
 _PER_ITEM = ("Image.open", "imread", "imdecode", "transform", "transforms", "read_image",
              "load", "resize", "convert")
@@ -82,9 +83,8 @@ def dataloader_workers(ctx: Context) -> None:
                     f"{work}; num_workers is {'0' if workers is not None else 'not set (0)'}",
                     work=work.replace("`", ""), dev=dev.upper() if dev == "mps" else "GPU")
         elif workers is None:
-            from devicebench.script_check.round12_rules import unset_workers
-
-            unset_workers(ctx, call, dev)  # a data set this file does not define (round 13)
+            if not _in_memory(ctx, call.args[0]):
+                unset_workers(ctx, call, dev)  # a data set this file does not define (round 13)
         elif not _in_memory(ctx, call.args[0]):
             # info: `num_workers=0` written out, for a dataset this file does not show to be
             # in-memory tensors -- its loading and collation run between the steps
