@@ -23,3 +23,11 @@ def case_raw(corpus: str, url_end: str) -> dict:
 def finding_ids(raw: dict) -> dict[str, Finding]:
     """The doctor's findings on ``raw`` replayed, by id."""
     return {f.id: f for f in run_checks(snapshot_from_raw(raw))}
+
+
+def findings_by_id(raw: dict) -> dict[str, list[Finding]]:
+    """The doctor's findings on ``raw`` replayed, every one, by id (a rule may give several)."""
+    out: dict[str, list[Finding]] = {}
+    for f in run_checks(snapshot_from_raw(raw)):
+        out.setdefault(f.id, []).append(f)
+    return out

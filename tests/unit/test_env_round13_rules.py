@@ -24,18 +24,13 @@ From ``round12_dev`` (10/12 before, 12/12 after):
 
 from __future__ import annotations
 
-from devicebench.env.checks import load_knowledge, run_checks
+from devicebench.env.checks import load_knowledge
 from devicebench.env.checks.stack import same_release_build
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import findings_by_id as _ids
 
 KB = load_knowledge()
 
 
-def _ids(raw: dict) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for f in run_checks(snapshot_from_raw(raw)):
-        out.setdefault(f.id, []).append(f)
-    return out
 
 
 def _linux() -> dict:

@@ -29,16 +29,8 @@ Each reads what the probe records and stays silent where the cause is absent.
 
 from __future__ import annotations
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
 from devicebench.env.messages import reported_facts
-
-
-def _ids(raw: dict) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for f in run_checks(snapshot_from_raw(raw)):
-        out.setdefault(f.id, []).append(f)
-    return out
+from tests.unit.env_cases import findings_by_id as _ids
 
 
 def _linux() -> dict:
