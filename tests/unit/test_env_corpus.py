@@ -49,7 +49,8 @@ written with the case before any rule for it:
   seen (round 14's step 0 studied its misses).
 * ``round13_cases.json`` (24): ``round13_split.json`` (seed 2037, committed with the cases
   before any check ran on them) into ``round13_dev``, which round 14's rules are written
-  against, and ``round13_heldout``, scored once after those rules were frozen (c54a050): 10/12.
+  against, and ``round13_heldout``, scored once after those rules were frozen (c54a050): 10/12,
+  then seen (round 15's step 0 studied its misses).
 
 Run with ``-s`` to see the figures.
 """
@@ -362,7 +363,8 @@ LATER_SETS = [
     ("round12", ROUND12_DEV, ROUND12_HELDOUT, "10/12",
      "scored once untouched at 10/12; seen since",
      ROUND12_DEV_DIAGNOSED_AT_LEAST, ROUND12_HELDOUT_DIAGNOSED_AT_LEAST),
-    ("round13", ROUND13_DEV, ROUND13_HELDOUT, "7/12", "scored once, rules frozen at c54a050",
+    ("round13", ROUND13_DEV, ROUND13_HELDOUT, "7/12",
+     "scored once untouched at 10/12; seen since",
      ROUND13_DEV_DIAGNOSED_AT_LEAST, ROUND13_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
