@@ -63,3 +63,23 @@ def test_python_within_every_release_gets_no_table() -> None:
     raw = {"host": {"system": "Linux", "machine": "x86_64", "python_version": "3.10.12"},
            "distributions": {}, "frameworks": {}}
     assert "newest Python the pin supports" not in _ids(raw)["frameworks.none"][0].fix
+
+
+def _win_tf(dists: dict) -> dict:
+    return {"host": {"system": "Windows", "machine": "AMD64", "python_version": "3.10.11"},
+            "distributions": dists, "frameworks": {}}
+
+
+def test_directml_plugin_beside_a_newer_tensorflow_cpu_is_named() -> None:
+    """From round14_dev (tensorflow-directml-plugin#367): the plugin is built for
+    tensorflow-cpu 2.10; an [[addon_builds]] row in the existing mechanism."""
+    f = _ids(_win_tf({"tensorflow-cpu": "2.12.0",
+                      "tensorflow-directml-plugin": "0.4.0.dev230202"}))
+    f = f["stack.addon-built-for-other-release"][0]
+    assert "tensorflow-cpu 2.10" in f.title and "tensorflow-cpu==2.10" in f.fix
+
+
+def test_directml_plugin_with_its_tensorflow_cpu_stays_silent() -> None:
+    for dists in ({"tensorflow-cpu": "2.10.0", "tensorflow-directml-plugin": "0.4.0.dev230202"},
+                  {"tensorflow-cpu": "2.12.0"}):
+        assert "stack.addon-built-for-other-release" not in _ids(_win_tf(dists))
