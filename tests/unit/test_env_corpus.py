@@ -53,7 +53,7 @@ written with the case before any rule for it:
   then seen (round 15's step 0 studied its misses).
 * ``round14_cases.json`` (24): ``round14_split.json`` (seed 2038, committed with the cases
   before any check ran on them) into ``round14_dev``, which round 15's rules are written
-  against, and ``round14_heldout``, scored once after those rules are frozen.
+  against, and ``round14_heldout``, scored once after those rules were frozen (348e8d3): 11/12.
 
 Run with ``-s`` to see the figures.
 """
@@ -158,6 +158,10 @@ ROUND12_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 12 (83%); a floor, not raised by l
 ROUND13_DEV_DIAGNOSED_AT_LEAST = 11  # of 12 (before its rules: 7/12)
 # round13_heldout: scored once, untouched, with the rules frozen (commit c54a050), 2026-12-03:
 ROUND13_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 12 (83%); a floor, not raised by later rules
+# round14_cases.json (24), split by round14_split.json before any check ran on it:
+ROUND14_DEV_DIAGNOSED_AT_LEAST = 9  # of 12 (before its rules: 8/12)
+# round14_heldout: scored once, untouched, with the rules frozen (commit 348e8d3), 2026-12-03:
+ROUND14_HELDOUT_DIAGNOSED_AT_LEAST = 11  # of 12 (92%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -281,8 +285,10 @@ ROUND12_DEV = [c for c in ROUND12 if c["url"] in ROUND12_SPLIT["round12_dev"]]
 ROUND12_HELDOUT = [c for c in ROUND12 if c["url"] in ROUND12_SPLIT["round12_heldout"]]
 ROUND13_DEV = [c for c in ROUND13 if c["url"] in ROUND13_SPLIT["round13_dev"]]
 ROUND13_HELDOUT = [c for c in ROUND13 if c["url"] in ROUND13_SPLIT["round13_heldout"]]
+ROUND14_DEV = [c for c in ROUND14 if c["url"] in ROUND14_SPLIT["round14_dev"]]
+ROUND14_HELDOUT = [c for c in ROUND14 if c["url"] in ROUND14_SPLIT["round14_heldout"]]
 ALL_CASES = (CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8
-             + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13)
+             + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14)
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -373,6 +379,8 @@ LATER_SETS = [
     ("round13", ROUND13_DEV, ROUND13_HELDOUT, "7/12",
      "scored once untouched at 10/12; seen since",
      ROUND13_DEV_DIAGNOSED_AT_LEAST, ROUND13_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round14", ROUND14_DEV, ROUND14_HELDOUT, "8/12", "scored once, rules frozen at 348e8d3",
+     ROUND14_DEV_DIAGNOSED_AT_LEAST, ROUND14_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
