@@ -25,6 +25,7 @@ from devicebench.env.checks.addons import (
     check_backend_library_missing,
     check_keras_internal_imports,
     check_placeholder_release,
+    check_split_halves,
 )
 from devicebench.env.checks.apple import (
     check_metal_compat,
@@ -131,6 +132,7 @@ CHECKS: list[Check] = [
     check_addon_builds,
     check_backend_library_missing,
     check_placeholder_release,
+    check_split_halves,
     check_conda_cpu_build,
     check_build_tags,
     check_windows_dll_load,

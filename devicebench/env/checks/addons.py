@@ -184,3 +184,34 @@ def check_addon_sets_legacy_keras(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "only warns; tf.keras is Keras 2.15 anyway)",
             source=row["source"]))
     return out
+
+
+def check_split_halves(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A package split into two distributions (``[[split_packages]]``: mlx and mlx-metal from
+    MLX 0.26.5) installed with one half missing or the halves at different releases (round 15):
+    the native library the other half carries is absent, and the import fails on it."""
+    out = []
+    for entry in kb.get("split_packages", []):
+        if entry.get("os") and snap.host.os != entry["os"]:
+            continue
+        main, half = entry["dist"], entry["half"]
+        v, hv = snap.version_of(main), snap.version_of(half)
+        if not v or not at_least(v, entry["from"]) or v == hv:
+            continue
+        observed = (f"{main} {v} with {half} {hv}" if hv
+                    else f"{main} {v} installed, {half} not installed")
+        out.append(Finding(
+            "install.split-package-half",
+            "warning",
+            f"{main} {v} needs {half} {v}: {entry['library']} is in {half}",
+            observed=observed,
+            why=(f"From {main} {entry['from']} the native library {entry['library']} ships in the "
+                 f"separate {half} distribution, pinned to the same release. Without it, or "
+                 f"at another release (an environment upgraded across the split: removing the "
+                 f"old single wheel deletes the file the new {half} put there), the import "
+                 f"fails with '{entry['library']}' (no such file)."),
+            fix=(f"pip uninstall -y {main} {half} && pip install '{main}=={v}'  "
+                 "# or recreate the environment"),
+            source=entry["source"],
+        ))
+    return out

@@ -166,6 +166,35 @@ def python_newer_than_pins(python: str, kb: KB) -> tuple[str, str]:
     return " and ".join(firsts), older
 
 
+def pythons_for_older_releases(python: str, kb: KB) -> str:
+    """The newest Python each run of older releases has wheels for, per framework, for the
+    releases before the first one with wheels for ``python`` (round 15: a project's pin lives
+    in its requirements, which the snapshot does not hold, so every run is named).
+
+    Example:
+        >>> from devicebench.env.checks import load_knowledge
+        >>> pythons_for_older_releases("3.12.1", load_knowledge())[:47]
+        'TensorFlow 2.12-2.15: 3.11, 2.10-2.11: 3.10; P'
+    """
+    v = fmt_mm(major_minor(python)) if major_minor(python) else ""
+    parts = []
+    for name, table in (("TensorFlow", kb["tensorflow_python"]), ("PyTorch", kb["torch_python"])):
+        runs: list[tuple[str, str, str]] = []  # (newest Python, first release, last release)
+        for rel in sorted(table["releases"], key=as_version):
+            if v and matches(v, table["releases"][rel]):
+                break
+            best = next((f"3.{m}" for m in range(30, 5, -1)
+                         if matches(f"3.{m}", table["releases"][rel])), "")
+            if runs and runs[-1][0] == best:
+                runs[-1] = (best, runs[-1][1], rel)
+            elif best:
+                runs.append((best, rel, rel))
+        if runs:
+            parts.append(f"{name} " + ", ".join(
+                f"{a}-{b}: {py}" if a != b else f"{a}: {py}" for py, a, b in reversed(runs)))
+    return "; ".join(parts)
+
+
 def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """No TensorFlow, JAX or PyTorch at all -> say what to install."""
     if tf_distributions(snap, kb) or snap.has("jax") or snap.has("torch"):
@@ -187,7 +216,8 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                f"Python, e.g. python{py} -m venv .venv, then pip install tensorflow")
     why = ("doctor can only check the host; devicebench measures training through "
            "TensorFlow, JAX or PyTorch with Keras.")
-    newer, older_py = python_newer_than_pins(snap.host.python_version, kb)
+    python = snap.host.python_version
+    newer, older_py = python_newer_than_pins(python, kb)
     if newer:
         why += (f" Python {fmt_mm(major_minor(snap.host.python_version))} has wheels only "
                 f"from {newer} on: an install pinned to an older release (a project's "
@@ -215,7 +245,8 @@ def check_no_frameworks(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         fix = metal_install_fix(snap, kb) + "  # TensorFlow with the Apple GPU plugin"
     if newer and older_py:
         fix += (f"  # if pip found no wheel for a pinned older release: create the "
-                f"environment with Python {older_py} (python{older_py} -m venv .venv)")
+                f"environment with Python {older_py} (python{older_py} -m venv .venv), or "
+                f"the newest Python the pin supports ({pythons_for_older_releases(python, kb)})")
     return [
         Finding(
             "frameworks.none",
