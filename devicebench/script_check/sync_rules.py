@@ -283,9 +283,8 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
         if not isinstance(node, LOOPS) or ctx.is_compiled_scope(node):
             continue
         body = node.body
-        trains = ctx.search(body, lambda n: ctx.is_step(n) or isinstance(
-            n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ctx.compiled,
-            skip_in_step) is not None
+        trains = ctx.search(body, lambda n: ctx.is_step(n) or ctx.runs_compiled(n),
+                            skip_in_step) is not None
         if not trains and not _eval_loop(ctx, node):
             continue
         direct = list(walk(body, _in_step(ctx)))
@@ -323,6 +322,7 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
             if not trains and _collected(ctx, n):
                 continue  # an evaluation pass gathering its outputs: the copy is the result
             if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args
+                    or trains and device_get(ctx, n)
                     or isinstance(f, ast.Name) and f.id == "float" and len(n.args) == 1
                     and dotted(n.args[0]).split(".")[0] in assigned
                     or isinstance(f, ast.Attribute) and f.attr in ("cpu", "tolist")

@@ -189,6 +189,15 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # measured once there: 3/11 with 2 false alarms -- the untouched figure, and its floor below
 # (the rules before this round, 6437f57, and the step-0 rules, 5f96465, give it the same 3/11
 # with 2); no rule was changed after it.
+# Fourteenth round, step 0 (before corpus_round13 was collected; round12_heldout dev material
+# from now on): its misses written generally (script_check/gap14_rules.py: what a forward
+# runs, collators handed to a Trainer; vector_rules.loss_method_loops: a loss method the
+# loop back-propagates; Context.runs_compiled: a state-carrying step compiled inline;
+# dataflow.param_constant: a compile option given by a parameter every caller sets) and two
+# kinds no rule knew (host-built-in-forward, pad-in-collator). ppobeginners_21's two other
+# torch.tensor(batch_...) lines, which its PR names with the first and which were the two
+# alarms, gained marks: round12_heldout 3/11 + 2 -> 12/13 + 0; no other set moved, no alarm
+# added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
@@ -198,7 +207,7 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round9_dev": (13, 0), "round9_heldout": (7, 2),
             "round10_dev": (13, 1), "round10_heldout": (9, 0), "round11_dev": (10, 1),
             "round11_heldout": (9, 2), "round12_dev": (13, 0),
-            "round12_heldout": (3, 2)}
+            "round12_heldout": (12, 0)}
 
 
 def _header(path: Path) -> str:
@@ -355,8 +364,8 @@ def test_corpus_half(half: str) -> None:
              "round11_heldout": "round11_heldout (seen since; untouched it was 1/12 with 2 "
                                 "false alarms)",
              "round12_dev": "round12_dev (rules written against it; 2/11 with 2 before)",
-             "round12_heldout": "round12_heldout (untouched until the rules were frozen; "
-                                "measured once at b50c4b5)"}.get(
+             "round12_heldout": "round12_heldout (seen since; untouched it was 3/11 with 2 "
+                                "false alarms)"}.get(
                  half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
