@@ -27,6 +27,7 @@ from devicebench.script_check.sync_flow import (
     _SINKS,
     device_get,
     device_params,
+    fetch,
     host_use,
     plain_use,
 )
@@ -34,8 +35,7 @@ from devicebench.script_check.sync_flow import (
 
 def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
     """Names assigned in the loop from device work: a model or compiled function, a tensor
-    op, a loss/criterion, or a method of a value already on the device (``out.argmax(1)``).
-    """
+    op, a loss/criterion, or a method of a value on the device (``out.argmax(1)``)."""
     names: set[str] = set()
     for s in direct:
         if not isinstance(s, ast.Assign) or not isinstance(s.value, ast.Call):
@@ -157,7 +157,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                         f"`{fn.name}` takes an optimisation step and converts this result as it "
                         f"returns it; the loop at {ctx.line(loop.lineno)} calls it on every step",
                         fixtext=fixtext)
-            elif (_is_sync_call(m) or device_get(ctx, m)) and id(m) not in returned or implicit:
+            elif fetch(ctx, fn, m) and id(m) not in returned or implicit:
                 ctx.add("script.sync-in-step-loop", "warning", m,
                         f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
                         f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
