@@ -200,6 +200,21 @@ class Context:
                             names.add(name)
         return names
 
+    def runs_compiled(self, node: ast.AST) -> bool:
+        """A call of a compiled callable: a name compiled here, or a step compiled inline
+        that carries its state (``state, loss = jax.jit(body_fn)(state, ...)``, issue 24
+        round 14: pyro-ppl/numpyro#2247)."""
+        f = node.func if isinstance(node, ast.Call) else None
+        if isinstance(f, ast.Name) and f.id in self.compiled:
+            return True
+        if not (isinstance(f, ast.Call) and self.resolve(f.func) in (
+                "jax.jit", "jax.pmap", "torch.compile", "tensorflow.function")):
+            return False
+        stmt = self.parents.get(node)
+        out = {n for t in getattr(stmt, "targets", []) for n in target_names(t)}
+        return any(isinstance(a, ast.Name) and a.id in out
+                   for a in node.args)  # type: ignore[union-attr]
+
     def is_compiled_scope(self, node: ast.AST) -> bool:
         """Whether ``node`` sits inside a jitted / tf.function / Keras train_step function."""
         cur = self.parents.get(node)

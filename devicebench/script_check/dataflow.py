@@ -382,3 +382,32 @@ def _unique_method(ctx: Context, name: str) -> ast.FunctionDef | ast.AsyncFuncti
     defs = [m for c in ctx.classes.values() for m in c.body
             if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name == name]
     return defs[0] if len(defs) == 1 else None
+
+
+def param_constant(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                   name: str) -> ast.Constant | None:
+    """The constant every call of ``fn`` in this file passes for its parameter ``name``
+    (by position or keyword; a method called on an instance skips ``self``), or the
+    parameter's constant default when no call passes it; None when calls disagree, pass a
+    non-constant, or there is no call (issue 24, round 14: ComfyUI-KJNodes#454's
+    ``dynamic=dynamic``, given ``False`` by its caller)."""
+    params = [a.arg for a in fn.args.args]
+    if name not in params:
+        return None
+    defaults = dict(zip(params[len(params) - len(fn.args.defaults):], fn.args.defaults,
+                        strict=False))
+    seen: list[ast.expr] = []
+    for c in ctx.calls():
+        if last_name(c) != fn.name or c.func is fn:
+            continue
+        idx = params.index(name) - (1 if params[:1] in (["self"], ["cls"]) and isinstance(
+            c.func, ast.Attribute) else 0)
+        kw = next((k.value for k in c.keywords if k.arg == name), None)
+        v = kw if kw is not None else c.args[idx] if 0 <= idx < len(c.args) else defaults.get(name)
+        if v is None:
+            return None
+        seen.append(v)
+    if not seen or not all(isinstance(v, ast.Constant) for v in seen) or len(
+            {repr(v.value) for v in seen}) != 1:  # type: ignore[attr-defined]
+        return None
+    return seen[0]  # type: ignore[return-value]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from devicebench.script_check.ast_tools import LOOPS, keyword, last_name, target_names, walk
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.dataflow import param_constant
 from devicebench.script_check.form_rules import concat_in_conditional
 from devicebench.script_check.varying import PADDERS, PER_ITEM, Varying
 
@@ -75,6 +76,35 @@ def recompile_shapes(ctx: Context) -> None:
                             "each length records its own CUDA graph")
                 ctx.add("script.recompile-shapes", "info" if guessed else "warning", call, why,
                         how=_HOW[kind], fixtext=_FIX[kind])
+    _static_compile_varying(ctx)
+
+
+_SHAPED = ("torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty", "torch.full")
+
+
+def _static_compile_varying(ctx: Context) -> None:
+    """``torch.compile(..., dynamic=False)`` -- written there or passed in through a
+    parameter every caller gives ``False`` -- in a file whose loop builds inputs of a new shape
+    on each iteration: "always specialize" (torch.compile's documentation), so each new
+    shape is a full recompile (issue 24 round 14: urlesistiana, kijai/ComfyUI-KJNodes#454)."""
+    loop = next((lp for lp in ast.walk(ctx.tree) if isinstance(lp, ast.For) and any(
+        isinstance(c, ast.Call) and ctx.resolve(c.func) in _SHAPED and any(
+            isinstance(x, ast.Name) and x.id in target_names(lp.target)
+            for a in c.args for x in ast.walk(a)) for c in walk(lp.body))), None)
+    if loop is None:
+        return
+    for call in ctx.calls():
+        dyn = keyword(call, "dynamic") if ctx.resolve(call.func) == "torch.compile" else None
+        fn = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if isinstance(dyn, ast.Name) and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            dyn = param_constant(ctx, fn, dyn.id)
+        if isinstance(dyn, ast.Constant) and dyn.value is False:
+            ctx.add("script.recompile-shapes", "info", call,
+                    f"`dynamic=False` forbids dynamic shapes, and the loop at "
+                    f"{ctx.line(loop.lineno)} builds inputs of a new shape per iteration: "
+                    "each one compiles again", how=_HOW["torch"], fixtext=_FIX["torch"] + (
+                        "; leave `dynamic` at its default (None) so the second shape marks "
+                        "the dimension dynamic"))
 
 
 def _torch_mode(ctx: Context, call: ast.Call) -> str:

@@ -57,6 +57,11 @@ def is_mask(expr: ast.AST, scope: ast.AST, depth: int = 3) -> bool:
                                   "lt", "ge", "le") or is_mask(expr.func.value, scope, depth)
     if isinstance(expr, ast.Name):
         values = _bound(scope, expr.id)
+        if not values and isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            # a parameter named as a mask (``mult_mask``, ``mask``; issue 24 round 14:
+            # facebookresearch/fairchem#2203's ``loss[mult_mask].numel()``)
+            return expr.id in {a.arg for a in scope.args.args} and (
+                expr.id == "mask" or expr.id.endswith("_mask"))
         return bool(values) and all(is_mask(v, scope, depth - 1) for v in values)
     return False
 
@@ -77,6 +82,9 @@ def _tensor_code(ctx: Context, fn: ast.AST | None) -> bool:
     if fn is None:
         return False
     if getattr(fn, "name", "") == "forward":
+        return True
+    cls = ctx.enclosing(fn, (ast.ClassDef,))  # a method of a torch module (round 14)
+    if isinstance(cls, ast.ClassDef) and any(last_name(b) == "Module" for b in cls.bases):
         return True
     return any(isinstance(n, ast.Call) and ctx.resolve(n.func).startswith("torch.")
                for n in walk(getattr(fn, "body", [])))
@@ -113,14 +121,18 @@ def data_dependent_syncs(ctx: Context) -> None:
                     "host waits for the device to learn its size")
             base = node.args[0] if node.args else getattr(node.func, "value", node)
         else:
-            tests = [t for t in _truth_tests(node) if isinstance(t, ast.Call)
-                     and last_name(t) in ("any", "all") and isinstance(t.func, ast.Attribute)
-                     and not t.args]
+            tests = [t.operand if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
+                     else t for t in _truth_tests(node)]
+            tests = [t for t in tests if isinstance(t, ast.Call) and (
+                last_name(t) in ("any", "all") and isinstance(t.func, ast.Attribute)
+                and not t.args or ctx.resolve(t.func) in ("torch.any", "torch.all")
+                and len(t.args) == 1)]  # ``if not torch.all(x.isfinite())`` (fairchem#2203)
             if not tests:
                 continue
             what = (f"`if {ast.unparse(tests[0])[:30]}` turns a device tensor into a Python "
                     "bool: an `.item()`, a wait for the device")
-            base = tests[0].func.value  # type: ignore[attr-defined]
+            base = tests[0].args[0] if tests[0].args else (  # type: ignore[attr-defined]
+                tests[0].func.value)  # type: ignore[attr-defined]
         fn = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         scope = scope_of(ctx, node)
         if ctx.is_compiled_scope(node) or not _tensor_code(ctx, fn) or _numpy_value(

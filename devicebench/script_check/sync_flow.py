@@ -115,3 +115,23 @@ def host_use(ctx: Context, m: ast.AST, held: set[str]) -> str:
     if isinstance(m, ast.If | ast.While) and plain(m.test):
         return "; Python control flow on a device value waits for the device"
     return ""
+
+
+def host_bound(fn: ast.AST, node: ast.AST) -> bool:
+    """``node`` (``x.item()``, ``x[i].tolist()``) reads a name ``fn`` bound from a value
+    already copied to the host (``x = t.cpu().nonzero()``): no device sync (issue 24,
+    round 14: sgl-project/sglang#9889's ``start_indices[i].item()``)."""
+    f = node.func if isinstance(node, ast.Call) else None
+    name = root_name(f.value) if isinstance(f, ast.Attribute) else ""
+    return bool(name) and any(
+        isinstance(s, ast.Assign) and name in {n for t in s.targets for n in target_names(t)}
+        and any(isinstance(c, ast.Call) and last_name(c) in ("cpu", "numpy", "tolist")
+                for c in ast.walk(s.value)) for s in walk(getattr(fn, "body", [])))
+
+
+def fetch(ctx: Context, fn: ast.AST, n: ast.AST) -> bool:
+    """``x.numpy()`` / ``x.item()`` / ``x.tolist()`` of a value not already on the host, or
+    ``jax.device_get(x)``: a copy to the host that waits for the device."""
+    f = n.func if isinstance(n, ast.Call) else None
+    return isinstance(f, ast.Attribute) and f.attr in ("numpy", "item", "tolist") and not (
+        n.args) and not host_bound(fn, n) or device_get(ctx, n)  # type: ignore[union-attr]

@@ -27,6 +27,7 @@ from devicebench.script_check.sync_flow import (
     _SINKS,
     device_get,
     device_params,
+    fetch,
     host_use,
     plain_use,
 )
@@ -34,8 +35,7 @@ from devicebench.script_check.sync_flow import (
 
 def _device_names(ctx: Context, direct: list[ast.AST]) -> set[str]:
     """Names assigned in the loop from device work: a model or compiled function, a tensor
-    op, a loss/criterion, or a method of a value already on the device (``out.argmax(1)``).
-    """
+    op, a loss/criterion, or a method of a value on the device (``out.argmax(1)``)."""
     names: set[str] = set()
     for s in direct:
         if not isinstance(s, ast.Assign) or not isinstance(s.value, ast.Call):
@@ -157,7 +157,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                         f"`{fn.name}` takes an optimisation step and converts this result as it "
                         f"returns it; the loop at {ctx.line(loop.lineno)} calls it on every step",
                         fixtext=fixtext)
-            elif (_is_sync_call(m) or device_get(ctx, m)) and id(m) not in returned or implicit:
+            elif fetch(ctx, fn, m) and id(m) not in returned or implicit:
                 ctx.add("script.sync-in-step-loop", "warning", m,
                         f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
                         f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
@@ -283,9 +283,8 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
         if not isinstance(node, LOOPS) or ctx.is_compiled_scope(node):
             continue
         body = node.body
-        trains = ctx.search(body, lambda n: ctx.is_step(n) or isinstance(
-            n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ctx.compiled,
-            skip_in_step) is not None
+        trains = ctx.search(body, lambda n: ctx.is_step(n) or ctx.runs_compiled(n),
+                            skip_in_step) is not None
         if not trains and not _eval_loop(ctx, node):
             continue
         direct = list(walk(body, _in_step(ctx)))
@@ -323,6 +322,7 @@ def _sync_in_step_loop(ctx: Context, fixtext: str) -> None:
             if not trains and _collected(ctx, n):
                 continue  # an evaluation pass gathering its outputs: the copy is the result
             if (isinstance(f, ast.Attribute) and f.attr in ("numpy", "item") and not n.args
+                    or trains and device_get(ctx, n)
                     or isinstance(f, ast.Name) and f.id == "float" and len(n.args) == 1
                     and dotted(n.args[0]).split(".")[0] in assigned
                     or isinstance(f, ast.Attribute) and f.attr in ("cpu", "tolist")

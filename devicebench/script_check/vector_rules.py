@@ -8,7 +8,8 @@ from __future__ import annotations
 import ast
 
 from devicebench.script_check.ast_tools import COMPREHENSIONS, LOOPS, dotted, last_name, walk
-from devicebench.script_check.context import Context, rule
+from devicebench.script_check.context import Context, FuncDef, rule
+from devicebench.script_check.dataflow import callees
 
 _MODULE_BASES = ("Module", "Layer", "Model")
 _FORWARDS = ("forward", "__call__", "call")
@@ -93,6 +94,56 @@ def per_sample_python_loop(ctx: Context) -> None:
     from devicebench.script_check.round12_rules import row_fill_loops
 
     row_fill_loops(ctx)  # a device tensor filled row by row in a forward (round 13)
+    loss_method_loops(ctx)  # a loss method's loop over a batch parameter (round 14)
+
+
+def _param_batch(fn: FuncDef, it: ast.AST) -> str:
+    """``range(x.shape[0])`` / ``range(len(x))`` / ``range(x.size(0))`` over a parameter."""
+    if not (isinstance(it, ast.Call) and last_name(it) == "range" and len(it.args) == 1):
+        return ""
+    a = it.args[0]
+    params = {p.arg for p in fn.args.args}
+    if isinstance(a, ast.Subscript) and isinstance(a.value, ast.Attribute) and (
+            a.value.attr == "shape") and isinstance(a.slice, ast.Constant) and a.slice.value == 0:
+        x = a.value.value
+    elif isinstance(a, ast.Call) and last_name(a) == "len" and a.args:
+        x = a.args[0]
+    elif isinstance(a, ast.Call) and last_name(a) == "size" and isinstance(
+            a.func, ast.Attribute) and a.args and isinstance(a.args[0], ast.Constant) and (
+            a.args[0].value == 0):
+        x = a.func.value
+    else:
+        return ""
+    return x.id if isinstance(x, ast.Name) and x.id in params else ""
+
+
+def loss_method_loops(ctx: Context) -> None:
+    """``script.per-sample-python-loop`` in a method whose result a training loop
+    back-propagates, looping over a batch parameter's first dimension and indexing it
+    (StanfordASL/neural-network-lyapunov#121, hongkai-dai, 2020: 40% of the time)."""
+    if not ctx.uses("torch"):
+        return
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, ast.For | ast.While):
+            continue
+        backed = {last_name(c.func.value) for c in ctx.calls(loop.body)
+                  if isinstance(c.func, ast.Attribute) and c.func.attr == "backward"}
+        for s in loop.body:
+            if not (isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                    and any(isinstance(t, ast.Name) and t.id in backed for t in s.targets)):
+                continue
+            for _call, fn in callees(ctx, [s.value], depth=1):
+                for inner in walk(fn.body):
+                    if not isinstance(inner, ast.For):
+                        continue
+                    x = _param_batch(fn, inner.iter)
+                    if x and isinstance(inner.target, ast.Name) and any(
+                            isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                            and n.value.id == x for n in walk(inner.body)):
+                        ctx.add("script.per-sample-python-loop", "info", inner,
+                                f"in `{fn.name}`, whose result the loop at "
+                                f"{ctx.line(loop.lineno)} back-propagates: one sample of "
+                                f"`{x}` per iteration", what=ctx.code(inner.lineno)[:50])
 
 
 def mlx_training_mode_in_eval(ctx: Context) -> None:
