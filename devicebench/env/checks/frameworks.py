@@ -173,7 +173,7 @@ def pythons_for_older_releases(python: str, kb: KB) -> str:
 
     Example:
         >>> from devicebench.env.checks import load_knowledge
-        >>> pythons_for_older_releases("3.12.1", load_knowledge())[:47]
+        >>> pythons_for_older_releases("3.12.1", load_knowledge())[:46]
         'TensorFlow 2.12-2.15: 3.11, 2.10-2.11: 3.10; P'
     """
     v = fmt_mm(major_minor(python)) if major_minor(python) else ""
