@@ -13,7 +13,9 @@ over time (--gap seconds apart). From each rerun:
 For every pair of reruns i, j the z-score (x_i - x_j) / sqrt(se_i^2 + se_j^2), se from
 each rerun's own 95% CI (half-width / 1.96): a calibrated CI gives |z| < 1.96 in about
 95% of pairs. Also the max deviation of each ratio from its mean over the reruns, and
-how many reruns a stability finding flagged. The whole series runs twice: quiet, then
+how many reruns a stability finding flagged; beside each ratio, the same stored rounds by
+the estimator used before 2026-12-03 (the ratio of the two sides' medians), so the two
+estimators' spreads compare on one set of reruns. The whole series runs twice: quiet, then
 beside a competing load that this bench starts and stops itself (a bounded busy loop
 on one core, as a browser tab or an IDE's indexer would be).
 
