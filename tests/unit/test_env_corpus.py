@@ -57,7 +57,7 @@ written with the case before any rule for it:
   then seen (round 16's step 0 studied its miss).
 * ``round15_cases.json`` (24): ``round15_split.json`` (seed 2039, committed with the cases
   before any check ran on them) into ``round15_dev``, which round 16's rules are written
-  against, and ``round15_heldout``, scored once after those rules are frozen.
+  against, and ``round15_heldout``, scored once after those rules were frozen (a107ece): 8/12.
 
 Run with ``-s`` to see the figures.
 """
@@ -170,6 +170,8 @@ ROUND14_HELDOUT_DIAGNOSED_AT_LEAST = 11  # of 12 (92%); a floor, not raised by l
 # (round 16's step 0, JAX without its ROCm plugin, studied its miss: 12/12 now, seen)
 # round15_cases.json (24), split by round15_split.json before any check ran on it:
 ROUND15_DEV_DIAGNOSED_AT_LEAST = 12  # of 12 (before its rules: 10/12)
+# round15_heldout: scored once, untouched, with the rules frozen (commit a107ece), 2026-12-03:
+ROUND15_HELDOUT_DIAGNOSED_AT_LEAST = 8  # of 12 (67%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -298,8 +300,10 @@ ROUND13_DEV = [c for c in ROUND13 if c["url"] in ROUND13_SPLIT["round13_dev"]]
 ROUND13_HELDOUT = [c for c in ROUND13 if c["url"] in ROUND13_SPLIT["round13_heldout"]]
 ROUND14_DEV = [c for c in ROUND14 if c["url"] in ROUND14_SPLIT["round14_dev"]]
 ROUND14_HELDOUT = [c for c in ROUND14 if c["url"] in ROUND14_SPLIT["round14_heldout"]]
+ROUND15_DEV = [c for c in ROUND15 if c["url"] in ROUND15_SPLIT["round15_dev"]]
+ROUND15_HELDOUT = [c for c in ROUND15 if c["url"] in ROUND15_SPLIT["round15_heldout"]]
 ALL_CASES = (CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8
-             + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14)
+             + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14 + ROUND15)
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -393,6 +397,8 @@ LATER_SETS = [
     ("round14", ROUND14_DEV, ROUND14_HELDOUT, "8/12",
      "scored once untouched at 11/12; seen since",
      ROUND14_DEV_DIAGNOSED_AT_LEAST, ROUND14_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round15", ROUND15_DEV, ROUND15_HELDOUT, "10/12", "scored once, rules frozen at a107ece",
+     ROUND15_DEV_DIAGNOSED_AT_LEAST, ROUND15_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
