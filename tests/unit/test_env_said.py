@@ -81,6 +81,10 @@ SAMPLES = {
         "jax", "WARNING:2024-05-01 12:00:00,000:jax._src.xla_bridge:909: An NVIDIA GPU may be "
                "present on this machine, but a CUDA-enabled jaxlib is not installed. Falling "
                "back to cpu."),
+    "jax.cuda-lib-older-than-built": (
+        "jax", "Unable to initialize backend 'cuda': Found cuSOLVER version 11002, but JAX was "
+               "built against version 11401, which is newer. The copy of cuSOLVER that is "
+               "installed must be at least as new as the version against which JAX was built."),
 }
 
 # What healthy machines print: no row may match it.

@@ -84,6 +84,7 @@ from devicebench.env.checks.reported import (
     check_wheel_libs_not_on_path,
 )
 from devicebench.env.checks.rocm import (
+    check_jax_not_rocm,
     check_kfd_permission,
     check_override_masks_all,
     check_rocm_arch,
@@ -152,6 +153,7 @@ CHECKS: list[Check] = [
     check_kfd_permission,
     check_rocm_libs_not_on_path,
     check_torch_not_rocm,
+    check_jax_not_rocm,
     check_wsl_rocm,
     check_override_masks_all,
     check_rocm_arch,

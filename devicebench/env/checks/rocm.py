@@ -209,6 +209,41 @@ def check_torch_not_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         source=kb["rocm"]["source"])]
 
 
+def check_jax_not_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A discrete AMD GPU in rocminfo, no NVIDIA one, and a JAX that lists no GPU with no ROCm
+    plugin (jax-rocm*-plugin) and no ROCm-built jaxlib (``+rocm``): JAX runs on the CPU.
+
+    Silent when a ROCm plugin or ROCm jaxlib is installed (its failures are other checks'),
+    when JAX lists a GPU, or when the AMD GPU is an integrated one only.
+    """
+    info = kb["rocm_jax"]
+    probe = snap.frameworks.get("jax")
+    agents = amd_agents(snap)
+    if not snap.has("jax") or not agents or has_nvidia_gpu(snap):
+        return []
+    if all(_integrated(g, n, kb) for g, n in agents):
+        return []
+    if any(d.startswith(info["plugin_prefix"]) for d in snap.distributions) \
+            or "+rocm" in snap.version_of("jaxlib"):
+        return []
+    if probe is not None and any(d.kind == "GPU" for d in probe.physical_devices):
+        return []
+    gpus = ", ".join(f"{n or g} ({g})" for g, n in agents if not _integrated(g, n, kb))
+    devices = (", ".join(d.name for d in probe.physical_devices) or "none") if probe else "?"
+    return [Finding(
+        "rocm.jax-no-plugin", "error",
+        f"JAX {snap.version_of('jax')} has no ROCm plugin: it cannot use the AMD GPU",
+        observed=f"AMD GPU {gpus} in rocminfo; jax {snap.version_of('jax')}, jaxlib "
+                 f"{snap.version_of('jaxlib') or '?'}, no jax-rocm*-plugin installed; "
+                 f"JAX devices: {devices}",
+        why="PyPI's jaxlib is a CPU build; JAX reaches AMD GPUs through the separate ROCm "
+            "PJRT plugin (jax-rocm60-plugin / jax-rocm7-plugin with its -pjrt half, matching "
+            "the jax release), which 'pip install jax' does not bring (the rocm extra exists "
+            "only in some releases, and pip merely warns when it is missing).",
+        fix=info["fix"].format(jax=snap.version_of("jax")),
+        source=info["source"])]
+
+
 def check_wsl_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """PyTorch's ROCm wheels under WSL without a GPU: WSL needs AMD's WSL builds."""
     out = _wsl_rocm_distro(snap, kb)
