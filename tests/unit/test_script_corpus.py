@@ -211,6 +211,12 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # f5e9458; round13_heldout (never checked before) measured once there: 5/12 with 1 false
 # alarm -- the untouched figure, and its floor below (the rules before this round, b45fb4c,
 # and the step-0 rules, c7c017a, give it 4/12 with 1); no rule was changed after it.
+# Fifteenth round, step 0 (before corpus_round14 was collected; round13_heldout dev material
+# from now on): its misses written generally (script_check/gap15_rules.py: methods a step
+# loop calls on an object built elsewhere, found by a method name one class defines, followed
+# three calls deep; loss attributes read through getattr; two kinds no rule knew,
+# tensor-per-item and pil-convert-per-item): round13_heldout 5/12 -> 8/12 with 1; no other
+# set moved, no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
@@ -220,7 +226,7 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round9_dev": (13, 0), "round9_heldout": (7, 2),
             "round10_dev": (13, 1), "round10_heldout": (9, 0), "round11_dev": (10, 1),
             "round11_heldout": (9, 2), "round12_dev": (13, 0),
-            "round12_heldout": (12, 0), "round13_dev": (13, 1), "round13_heldout": (5, 1)}
+            "round12_heldout": (12, 0), "round13_dev": (13, 1), "round13_heldout": (8, 1)}
 
 
 def _header(path: Path) -> str:
@@ -384,8 +390,8 @@ def test_corpus_half(half: str) -> None:
              "round12_heldout": "round12_heldout (seen since; untouched it was 3/11 with 2 "
                                 "false alarms)",
              "round13_dev": "round13_dev (rules written against it; 2/13 with 3 before)",
-             "round13_heldout": "round13_heldout (untouched until the rules were frozen; "
-                                "measured once at f5e9458)"}.get(
+             "round13_heldout": "round13_heldout (seen since; untouched it was 5/12 with 1 "
+                                "false alarm)"}.get(
                  half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
