@@ -10,6 +10,13 @@ Analysis gaps first:
   (``script.sync-in-step-loop``; pnsuau, jolibrain/joliGEN#374, 2023: the loop's time
   halved once the losses were read only when printed).
 
+- a batch copied with a blocking ``.to(self.device)`` where the file never names the device
+  (``self.device`` set by the caller), in the step loop or in a function the loop gives the
+  batch to, followed ``_DEPTH`` calls deep through the parameters it is passed as
+  (``script.blocking-h2d-copy``, and ``script.dataloader-no-pin-memory`` at the file's
+  loaders that do not pin: NaleRaphael, davidtvs/pytorch-lr-finder#31, 2020; anwai98,
+  constantinpape/torch-em#356, 2024).
+
 Then two kinds no rule knew, in the methods a loader calls per item (``__getitem__``), both
 ``info`` (the cost depends on sizes the file does not show):
 
@@ -26,10 +33,18 @@ from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import last_name, walk
+from devicebench.script_check.ast_tools import (
+    LOOPS,
+    keyword,
+    last_name,
+    skip_in_step,
+    target_names,
+    walk,
+)
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.form_rules import dataset_item_methods
+from devicebench.script_check.torch_rules import _accelerator, _loader_calls, _pinned
 
 _TENSOR_MAKERS = ("torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor")
 _STEP_CALLS = ("backward", "optimize_parameters", "train_step", "training_step", "step")
@@ -86,6 +101,7 @@ def tensor_per_item(ctx: Context) -> None:
                         cls=getattr(cls, "name", "the data set"))
     _pil_per_item(ctx)
     _getattr_syncs(ctx)
+    _copies_to_a_named_device(ctx)
 
 
 @rule("script.pil-convert-per-item",
@@ -189,3 +205,68 @@ def _getattr_syncs(ctx: Context) -> None:
                             "loss from the device, one sync per loss per step",
                             fixtext="keep the losses as tensors and convert them only on the "
                                     "steps that print or log them")
+
+
+def _device_named(node: ast.AST) -> bool:
+    """``self.device`` / ``device`` / ``args.device``: a device the file does not spell out."""
+    return (isinstance(node, ast.Name) and "device" in node.id.lower()
+            or isinstance(node, ast.Attribute) and "device" in node.attr.lower())
+
+
+def _batch_copies(ctx: Context, loop: ast.AST) -> list[ast.Call]:
+    """Blocking ``x.to(<device>)`` of the loop's batch (its target, ``next(...)`` of an
+    iterator), in the loop and in the functions it hands the batch to, ``_DEPTH`` deep."""
+    names = set(target_names(loop.target)) if isinstance(loop, ast.For) else set()
+    bodies: list[tuple[list[ast.AST], set[str]]] = [(list(loop.body), names)]
+    out: list[ast.Call] = []
+    for _ in range(_DEPTH):
+        nxt: list[tuple[list[ast.AST], set[str]]] = []
+        for body, held in bodies:
+            held = held | {t for n in walk(body) if isinstance(n, ast.Assign) and isinstance(
+                n.value, ast.Call) and last_name(n.value) == "next" for x in n.targets
+                for t in target_names(x)}
+            held |= {t for n in walk(body) if isinstance(n, ast.Assign) and isinstance(
+                n.value, ast.Call) and any(isinstance(a, ast.Name) and a.id in held
+                                           for a in n.value.args) for x in n.targets
+                     for t in target_names(x) if last_name(n.value) != "to"}
+            out += [n for n in walk(body) if isinstance(n, ast.Call) and isinstance(
+                n.func, ast.Attribute) and n.func.attr == "to" and n.args and _device_named(
+                n.args[0]) and keyword(n, "non_blocking") is None and isinstance(
+                n.func.value, ast.Name) and n.func.value.id in held]
+            for call, fn in callees(ctx, body, depth=1):
+                params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
+                given = {p for p, v in zip(params, call.args, strict=False)
+                         if isinstance(v, ast.Name) and v.id in held}
+                nxt.append((list(fn.body), given))
+        bodies = nxt
+    return out
+
+
+def _runs_a_step(ctx: Context, loop: ast.AST) -> bool:
+    """The loop runs an optimisation step, in its body or in what it calls (``_DEPTH``
+    deep, methods called on ``self`` included)."""
+    bodies = [list(loop.body)] + [list(fn.body) for _, fn in callees(ctx, list(loop.body),
+                                                                     depth=_DEPTH)]
+    return any(ctx.is_step(n) for b in bodies for n in walk(b, skip_in_step))
+
+
+def _copies_to_a_named_device(ctx: Context) -> None:
+    if not ctx.uses("torch") or _accelerator(ctx) or any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and n.value.startswith("cpu") for n in ast.walk(ctx.tree)):
+        return  # a file that names its device: torch_rules reads it (a CPU: no copy)
+    for loop in ast.walk(ctx.tree):
+        if not isinstance(loop, LOOPS) or not _runs_a_step(ctx, loop):
+            continue
+        copies = _batch_copies(ctx, loop)
+        for copy in copies:
+            ctx.add("script.blocking-h2d-copy", "info", copy,
+                    f"`{ast.unparse(copy)[:50]}` copies a batch of the loop at "
+                    f"{ctx.line(loop.lineno)} to a device the caller chooses (a GPU when one "
+                    "is used)", loader="no pinning DataLoader in this file")
+        for c in _loader_calls(ctx) if copies else []:
+            if not _pinned(ctx, c) and not any(k.arg is None for k in c.keywords):
+                ctx.add("script.dataloader-no-pin-memory", "info", c,
+                        f"no `pin_memory=True`; the loop at {ctx.line(loop.lineno)} copies "
+                        f"batches with `{ast.unparse(copies[0])[:50]}`",
+                        copy=ctx.line(copies[0].lineno))

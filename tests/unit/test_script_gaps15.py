@@ -64,3 +64,55 @@ def test_loss_read_through_getattr_every_step() -> None:
     assert ids_at(logged, "script.sync-in-step-loop") == []
     other = _LOSSES.replace('"loss_" + name', '"lr_" + name')
     assert ids_at(other, "script.sync-in-step-loop") == []
+
+
+_HELPER_COPY = """\
+    import torch
+
+    class Finder:
+        def _move(self, inputs, labels):
+            inputs = inputs.to(self.device)
+            return inputs, labels
+
+        def _batch(self, it):
+            inputs, labels = next(it)
+            inputs, labels = self._move(inputs, labels)
+            loss = self.criterion(self.model(inputs), labels)
+            loss.backward()
+            self.optimizer.step()
+
+        def run(self, loader, n):
+            it = iter(loader)
+            for i in range(n):
+                self._batch(it)
+"""
+
+
+def test_blocking_copy_two_calls_below_the_loop() -> None:
+    assert ids_at(_HELPER_COPY, "script.blocking-h2d-copy") == [5]
+    overlapped = _HELPER_COPY.replace("to(self.device)", "to(self.device, non_blocking=True)")
+    assert ids_at(overlapped, "script.blocking-h2d-copy") == []
+    not_the_batch = _HELPER_COPY.replace("inputs = inputs.to", "w = self.w.to")
+    assert ids_at(not_the_batch, "script.blocking-h2d-copy") == []
+
+
+def test_loader_without_pinning_for_a_copy_in_a_trainer_class() -> None:
+    source = """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        train_loader = DataLoader(ds, batch_size=4, num_workers=4)
+
+        class Trainer:
+            def epoch(self):
+                for x, y in self.train_loader:
+                    x, y = x.to(self.device), y.to(self.device)
+                    self.loss(self.model(x), y).backward()
+                    self.optimizer.step()
+    """
+    assert ids_at(source, "script.dataloader-no-pin-memory") == [4]
+    assert ids_at(source, "script.blocking-h2d-copy") == [9]
+    pinned = source.replace("num_workers=4", "num_workers=4, pin_memory=True").replace(
+        "to(self.device)", "to(self.device, non_blocking=True)")
+    assert ids_at(pinned, "script.dataloader-no-pin-memory") == []
+    assert ids_at(pinned, "script.blocking-h2d-copy") == []
