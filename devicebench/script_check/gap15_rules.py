@@ -44,6 +44,7 @@ from devicebench.script_check.ast_tools import (
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.form_rules import dataset_item_methods
+from devicebench.script_check.round15_rules import round15_forms
 from devicebench.script_check.torch_rules import _accelerator, _loader_calls, _pinned
 
 _TENSOR_MAKERS = ("torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor")
@@ -102,6 +103,7 @@ def tensor_per_item(ctx: Context) -> None:
     _pil_per_item(ctx)
     _getattr_syncs(ctx)
     _copies_to_a_named_device(ctx)
+    round15_forms(ctx)  # round 15's dev forms (round15_rules.py)
 
 
 @rule("script.pil-convert-per-item",
@@ -213,6 +215,14 @@ def _device_named(node: ast.AST) -> bool:
             or isinstance(node, ast.Attribute) and "device" in node.attr.lower())
 
 
+def _root(node: ast.AST) -> str:
+    """The name under ``batch["img"]`` / ``batch.x`` / ``x`` (round 15: round14_dev's
+    ultralytics_21912 copies the parts of a batch dict its caller passes)."""
+    while isinstance(node, ast.Subscript | ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
 def _batch_copies(ctx: Context, loop: ast.AST) -> list[ast.Call]:
     """Blocking ``x.to(<device>)`` of the loop's batch (its target, ``next(...)`` of an
     iterator), in the loop and in the functions it hands the batch to, ``_DEPTH`` deep."""
@@ -231,8 +241,8 @@ def _batch_copies(ctx: Context, loop: ast.AST) -> list[ast.Call]:
                      for t in target_names(x) if last_name(n.value) != "to"}
             out += [n for n in walk(body) if isinstance(n, ast.Call) and isinstance(
                 n.func, ast.Attribute) and n.func.attr == "to" and n.args and _device_named(
-                n.args[0]) and keyword(n, "non_blocking") is None and isinstance(
-                n.func.value, ast.Name) and n.func.value.id in held]
+                n.args[0]) and keyword(n, "non_blocking") is None
+                    and _root(n.func.value) in held]
             for call, fn in callees(ctx, body, depth=1):
                 params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
                 given = {p for p, v in zip(params, call.args, strict=False)
