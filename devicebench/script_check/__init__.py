@@ -30,6 +30,7 @@ from devicebench.script_check import (
     data_rules,
     gap13_rules,
     gap14_rules,
+    gap15_rules,
     gap_rules,
     guide_jax_tf,
     guide_torch,
@@ -71,7 +72,7 @@ _RULE_MODULES = (keras_rules, keras_usage_rules, timing_rules, sync_rules, tf_ru
                  item_rules, hot_rules, boundary_rules,
                  optimizer_rules, guide_torch, guide_jax_tf, round9_rules,
                  round10_rules, round11_rules, gap_rules, gap13_rules,
-                 round12_rules, gap14_rules, round13_rules)
+                 round12_rules, gap14_rules, round13_rules, gap15_rules)
 
 
 @dataclass(frozen=True)
