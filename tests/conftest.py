@@ -19,6 +19,10 @@ USER_ENVIRONMENT = ("DEVICEBENCH_DB", "DEVICEBENCH_MONITOR", "DEVICEBENCH_MONITO
 for _name in USER_ENVIRONMENT:
     os.environ.pop(_name, None)
 
+# tests/fixtures holds users' scripts as data (corpus files may be named `*_test.py`, which
+# pytest would otherwise collect and import, failing where their framework is absent).
+collect_ignore_glob = ["fixtures/*"]
+
 
 @dataclass
 class CliResult:
