@@ -397,7 +397,8 @@ LATER_SETS = [
     ("round14", ROUND14_DEV, ROUND14_HELDOUT, "8/12",
      "scored once untouched at 11/12; seen since",
      ROUND14_DEV_DIAGNOSED_AT_LEAST, ROUND14_HELDOUT_DIAGNOSED_AT_LEAST),
-    ("round15", ROUND15_DEV, ROUND15_HELDOUT, "10/12", "scored once, rules frozen at a107ece",
+    ("round15", ROUND15_DEV, ROUND15_HELDOUT, "10/12",
+     "scored once untouched at 8/12; seen since",
      ROUND15_DEV_DIAGNOSED_AT_LEAST, ROUND15_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
