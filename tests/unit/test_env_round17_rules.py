@@ -67,3 +67,62 @@ def test_silent_on_fixed_retinaface_keras2_tensorflow_or_legacy_keras() -> None:
     legacy = _tf({"tensorflow-gnn": "1.0.3", "tf-keras": "2.16.0"})
     legacy["env_vars"] = {"TF_USE_LEGACY_KERAS": "1"}
     assert "keras.keras2-addon-on-keras3" not in _ids(legacy)
+
+
+# Round 17 rules, from round16_dev (CodeJudge#2, g2pW-Cantonese#1, bitsandbytes#1559).
+
+A6000 = ("NVIDIA RTX A6000", "8.6")
+
+
+def _gpu_host(dists: dict, env: dict | None = None, gpu: tuple | None = A6000) -> dict:
+    raw = {"host": HOST, "distributions": dict({"numpy": "1.26.4"}, **dists)}
+    if gpu:
+        raw["nvidia_smi"] = _smi(*gpu)
+    if env:
+        raw["env_vars"] = env
+    return raw
+
+
+def test_one_cuda_library_for_two_cuda_majors_is_named() -> None:
+    f = _ids(_gpu_host({"torch": "2.3.1", "nvidia-nccl-cu11": "2.14.3",
+                        "nvidia-nccl-cu12": "2.20.5", "nvidia-cudnn-cu12": "8.9.2.26"}))[
+        "stack.mixed-cuda-major-wheels"]
+    assert "nccl" in f.title and "nvidia-nccl-cu11" in f.fix and "cu12" not in f.fix
+    assert f.source.startswith("https://")
+
+
+def test_silent_with_one_cuda_major_or_different_libraries() -> None:
+    one = {"torch": "2.3.1", "nvidia-nccl-cu12": "2.20.5", "nvidia-cudnn-cu12": "8.9.2.26"}
+    assert "stack.mixed-cuda-major-wheels" not in _ids(_gpu_host(one))
+    other_libs = {"nvidia-cudnn-cu11": "8.6.0.163", "nvidia-nccl-cu12": "2.20.5"}
+    assert "stack.mixed-cuda-major-wheels" not in _ids(_gpu_host(other_libs))
+
+
+def test_a_cpu_only_package_on_a_gpu_host_is_named() -> None:
+    f = _ids(_gpu_host({"onnxruntime": "1.20.1"}))["stack.cpu-only-package-on-gpu-host"]
+    assert "onnxruntime-gpu" in f.title and "pip install onnxruntime-gpu" in f.fix
+
+
+def test_silent_with_the_gpu_package_or_without_an_nvidia_gpu() -> None:
+    both = {"onnxruntime": "1.19.0", "onnxruntime-gpu": "1.19.0"}
+    assert "stack.cpu-only-package-on-gpu-host" not in _ids(_gpu_host(both))
+    assert "stack.cpu-only-package-on-gpu-host" not in _ids(
+        _gpu_host({"onnxruntime": "1.20.1"}, gpu=None))
+    assert "stack.cpu-only-package-on-gpu-host" not in _ids(
+        _gpu_host({"onnxruntime-gpu": "1.20.1"}))
+
+
+def test_a_bitsandbytes_cuda_override_is_named_unless_it_is_torchs() -> None:
+    f = _ids(_gpu_host({"bitsandbytes": "0.45.3", "torch": "2.4.1"},
+                       {"BNB_CUDA_VERSION": "124"}))["bitsandbytes.cuda-version-override"]
+    assert "libbitsandbytes_cuda124" in f.title and "BNB_CUDA_VERSION=" in f.fix
+    assert "bitsandbytes.cuda-version-override" not in _ids(
+        _gpu_host({"bitsandbytes": "0.45.3"}))
+    assert "bitsandbytes.cuda-version-override" not in _ids(
+        _gpu_host({"torch": "2.4.1"}, {"BNB_CUDA_VERSION": "124"}))
+    same = _gpu_host({"bitsandbytes": "0.45.3", "torch": "2.4.1"}, {"BNB_CUDA_VERSION": "121"})
+    same["frameworks"] = {"torch": {"status": "ok", "stderr": "", "result": {
+        "name": "torch", "status": "ok", "version": "2.4.1+cu121", "physical_devices": [],
+        "logical_devices": [], "build": {"is_cuda_build": True, "cuda_version": "12.1"},
+        "extra": {}}}}
+    assert "bitsandbytes.cuda-version-override" not in _ids(same)
