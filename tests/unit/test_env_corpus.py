@@ -180,8 +180,8 @@ ROUND15_HELDOUT_DIAGNOSED_AT_LEAST = 8  # of 12 (67%); a floor, not raised by la
 # (round 17's step 0, package minimum compute capability and Keras-2 add-ons, studied its misses)
 # round16_cases.json (12), split by round16_split.json before any check ran on it:
 ROUND16_DEV_DIAGNOSED_AT_LEAST = 6  # of 6 (before its rules: 3/6)
-# round16_heldout: not scored yet
-ROUND16_HELDOUT_DIAGNOSED_AT_LEAST = 0  # of 6
+# round16_heldout: scored once, untouched, with the rules frozen (commit 1a659dc), 2026-12-03:
+ROUND16_HELDOUT_DIAGNOSED_AT_LEAST = 1  # of 6 (17%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -417,6 +417,8 @@ LATER_SETS = [
     ("round15", ROUND15_DEV, ROUND15_HELDOUT, "10/12",
      "scored once untouched at 8/12; seen since",
      ROUND15_DEV_DIAGNOSED_AT_LEAST, ROUND15_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round16", ROUND16_DEV, ROUND16_HELDOUT, "3/6", "scored once, rules frozen at 1a659dc",
+     ROUND16_DEV_DIAGNOSED_AT_LEAST, ROUND16_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
