@@ -65,6 +65,7 @@ TRACKED_ENV_VARS: tuple[str, ...] = (
     "HSA_OVERRIDE_GFX_VERSION",
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
+    "BNB_CUDA_VERSION",  # bitsandbytes: overrides which native library it loads (round 17)
 )
 
 

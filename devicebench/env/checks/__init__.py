@@ -109,7 +109,13 @@ from devicebench.env.checks.stack import (
     check_stack_skew,
     check_windows_no_gpu,
 )
-from devicebench.env.checks.variants import check_companion_variants, check_windows_import_order
+from devicebench.env.checks.variants import (
+    check_bnb_cuda_override,
+    check_companion_variants,
+    check_gpu_build_elsewhere,
+    check_mixed_cuda_major_wheels,
+    check_windows_import_order,
+)
 from devicebench.env.finding import Finding, sort_findings
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -139,6 +145,9 @@ CHECKS: list[Check] = [
     check_windows_dll_load,
     check_windows_import_order,
     check_companion_variants,
+    check_mixed_cuda_major_wheels,
+    check_gpu_build_elsewhere,
+    check_bnb_cuda_override,
     check_wsl_libcuda,
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,

@@ -282,6 +282,22 @@ def check_gpu_min_compute(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                     f"{name}lib from source for compute capability {g.compute_capability}"
                     if name == "jax" else f"use a GPU of compute capability >= {minimum}",
                 source=kb["gpu_min_compute"][f"{name}_source"]))
+    for row in kb.get("gpu_min_compute_release", []):  # a package's own kernels (round 17)
+        have = snap.version_of(row["dist"])
+        if not have or not matches(have, row["when"]):
+            continue
+        for g in snap.nvidia_smi.gpus:
+            if g.compute_capability and not at_least(g.compute_capability, row["min"]):
+                out.append(Finding(
+                    "gpu.below-package-minimum", "error",
+                    f"{row['dist']} {have}'s CUDA kernels do not run on the {g.name} (compute "
+                    f"capability {g.compute_capability}; it needs {row['min']} or newer)",
+                    observed=f"{g.name}: compute capability {g.compute_capability}; "
+                             f"{row['dist']} {have} installed",
+                    why="Its prebuilt kernels are compiled only for newer GPUs, so its own ops "
+                        "fail ('no kernel image is available') even where the framework runs.",
+                    fix=f"use a GPU of compute capability >= {row['min']}, or {row['build']}",
+                    source=row["source"]))
     return out
 
 

@@ -232,7 +232,8 @@ def check_keras2_addons(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         models = addon["needs"] == "keras2-models"
         out.append(Finding(
             "keras.keras2-addon-on-keras3", "warning",
-            f"{addon['dist']} " + ("ships models saved by Keras 2" if models else
+            f"{addon['dist']} " + (f"(import {addon['module']}) " if addon.get("module")
+                                   else "") + ("ships models saved by Keras 2" if models else
                                    "builds Keras 2 objects") + ", but tf.keras is Keras 3 here",
             observed=f"{addon['dist']} {snap.version_of(addon['dist'])} with TensorFlow {tf_v} "
                      + (f"(Keras 3 since {kb['tensorflow']['keras3_from']})"

@@ -7,12 +7,16 @@ must be the same variant: a CUDA torchvision's compiled ops do not load against 
 (and the reverse). Inside a conda environment an untagged version may be conda's build of
 either variant, so it is not read there.
 
-Also here: Windows import-order hazards of a torch release (``[[windows_import_order]]``).
+Also here: Windows import-order hazards of a torch release (``[[windows_import_order]]``),
+one CUDA library's wheels for two CUDA majors side by side, packages whose GPU build is another
+distribution (``[[gpu_build_elsewhere]]``) and bitsandbytes' library override (round 17).
 """
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import KB, matches
+import re
+
+from devicebench.env.checks._util import KB, has_nvidia_gpu, matches
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -106,3 +110,72 @@ def check_windows_import_order(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             why=entry["why"] + ".", fix=entry["fix"].format(dist=first[0]),
             source=entry["source"]))
     return out
+
+
+_NV_WHEEL = re.compile(r"^nvidia-(.+)-cu(\d+)$")
+
+
+def check_mixed_cuda_major_wheels(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """One CUDA library's pip wheels for two CUDA majors (nvidia-nccl-cu11 beside -cu12)."""
+    majors: dict[str, set[str]] = {}
+    for dist in snap.distributions:
+        m = _NV_WHEEL.match(dist.lower())
+        if m:
+            majors.setdefault(m.group(1), set()).add(m.group(2))
+    both = sorted(lib for lib, ms in majors.items() if len(ms) > 1)
+    if not both:
+        return []
+    extra = sorted({f"nvidia-{lib}-cu{m}" for lib in both for m in majors[lib]
+                    if m != max(majors[lib], key=int)})
+    entry = kb["mixed_cuda_major_wheels"]
+    return [Finding(
+        "stack.mixed-cuda-major-wheels", "warning",
+        f"CUDA libraries installed for two CUDA majors: {', '.join(both)}",
+        observed="; ".join(f"{d} {snap.version_of(d)}" for d in sorted(snap.distributions)
+                           if (m := _NV_WHEEL.match(d.lower())) and m.group(1) in both),
+        why=entry["why"], fix=f"pip uninstall -y {' '.join(extra)}  # the older CUDA major's "
+                              "(cu11) wheels; then reinstall the framework",
+        source=entry["source"])]
+
+
+def check_gpu_build_elsewhere(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A package whose CUDA build is a separate distribution, installed as its CPU-only one on
+    a host with an NVIDIA GPU."""
+    if not has_nvidia_gpu(snap):
+        return []
+    out = []
+    for row in kb.get("gpu_build_elsewhere", []):
+        if not snap.has(row["dist"]) or any(snap.has(g) for g in row["gpu_dists"]):
+            continue
+        gpu = row["gpu_dists"][0]
+        out.append(Finding(
+            "stack.cpu-only-package-on-gpu-host", "warning",
+            f"{row['dist']} is the CPU-only package: its CUDA build is {gpu}",
+            observed=f"{row['dist']} {snap.version_of(row['dist'])} installed, {gpu} not; "
+                     "nvidia-smi lists a GPU",
+            why=row["why"], fix=f"pip uninstall -y {row['dist']} && pip install {gpu}  # "
+                                "matching the CUDA/cuDNN it is built for",
+            source=row["source"]))
+    return out
+
+
+def check_bnb_cuda_override(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """BNB_CUDA_VERSION set: bitsandbytes loads libbitsandbytes_cudaNNN for that CUDA, not
+    torch's."""
+    value = snap.env_vars.get("BNB_CUDA_VERSION", "")
+    if not value or not snap.has("bitsandbytes"):
+        return []
+    probe = snap.frameworks.get("torch")
+    torch_cuda = str((probe.build or {}).get("cuda_version") or "") if probe else ""
+    if torch_cuda and torch_cuda.replace(".", "") == value:
+        return []
+    return [Finding(
+        "bitsandbytes.cuda-version-override", "warning",
+        f"BNB_CUDA_VERSION={value} makes bitsandbytes load libbitsandbytes_cuda{value}",
+        observed=f"BNB_CUDA_VERSION={value}; bitsandbytes {snap.version_of('bitsandbytes')}"
+                 + (f"; torch built with CUDA {torch_cuda}" if torch_cuda else ""),
+        why="The override picks a native library for another CUDA than torch's; where that "
+            "library was not built or its CUDA runtime is not on the loader's path, bitsandbytes "
+            "fails to set up CUDA.",
+        fix="export BNB_CUDA_VERSION=  # unset it, then pip install -U bitsandbytes",
+        source=kb["bnb_cuda_override"]["source"])]
