@@ -44,6 +44,7 @@ from devicebench.script_check.ast_tools import (
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.form_rules import dataset_item_methods
+from devicebench.script_check.gap16_rules import gap16_forms
 from devicebench.script_check.round15_rules import round15_forms
 from devicebench.script_check.torch_rules import _accelerator, _loader_calls, _pinned
 
@@ -104,6 +105,7 @@ def tensor_per_item(ctx: Context) -> None:
     _getattr_syncs(ctx)
     _copies_to_a_named_device(ctx)
     round15_forms(ctx)  # round 15's dev forms (round15_rules.py)
+    gap16_forms(ctx)  # round 16's step 0 (gap16_rules.py)
 
 
 @rule("script.pil-convert-per-item",
