@@ -90,6 +90,7 @@ def _from_item(node: ast.AST, names: set[str]) -> bool:
       "convert the arrays once in `__init__` (`self.x = torch.as_tensor(x, dtype="
       "torch.float32)`) and index the tensors in `__getitem__`")
 def tensor_per_item(ctx: Context) -> None:
+    gap16_forms(ctx)  # round 16's step 0 and dev forms (gap16_rules.py; checks its imports)
     if not ctx.uses("torch"):
         return
     for method in dataset_item_methods(ctx):
@@ -105,7 +106,6 @@ def tensor_per_item(ctx: Context) -> None:
     _getattr_syncs(ctx)
     _copies_to_a_named_device(ctx)
     round15_forms(ctx)  # round 15's dev forms (round15_rules.py)
-    gap16_forms(ctx)  # round 16's step 0 (gap16_rules.py)
 
 
 @rule("script.pil-convert-per-item",
