@@ -45,7 +45,7 @@ from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.form_rules import dataset_item_methods
 from devicebench.script_check.gap16_rules import gap16_forms
-from devicebench.script_check.round15_rules import round15_forms
+from devicebench.script_check.round15_rules import _unconditional, round15_forms
 from devicebench.script_check.torch_rules import _accelerator, _loader_calls, _pinned
 
 _TENSOR_MAKERS = ("torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor")
@@ -135,16 +135,6 @@ def _step_loops(ctx: Context) -> list[ast.For | ast.While]:
     """Loops whose body runs a training step (``backward``, ``optimize_parameters``, ...)."""
     return [n for n in ast.walk(ctx.tree) if isinstance(n, ast.For | ast.While) and any(
         isinstance(c, ast.Call) and last_name(c) in _STEP_CALLS for c in walk(n.body))]
-
-
-def _unconditional(ctx: Context, node: ast.AST, loop: ast.AST) -> bool:
-    """``node`` runs on every pass of ``loop`` (no ``if`` between them)."""
-    cur = ctx.parents.get(node)
-    while cur is not None and cur is not loop:
-        if isinstance(cur, ast.If):
-            return False
-        cur = ctx.parents.get(cur)
-    return cur is loop
 
 
 def _unique_methods(ctx: Context, roots: list[ast.AST]) -> list[ast.FunctionDef]:

@@ -22,6 +22,16 @@ from devicebench.script_check.dataflow import callees
 _DEPTH = 3
 
 
+def _unconditional(ctx: Context, node: ast.AST, loop: ast.AST) -> bool:
+    """``node`` runs on every pass of ``loop`` (no ``if`` between them)."""
+    cur = ctx.parents.get(node)
+    while cur is not None and cur is not loop:
+        if isinstance(cur, ast.If):
+            return False
+        cur = ctx.parents.get(cur)
+    return cur is loop
+
+
 def _mod_names(fn: ast.AST) -> set[str]:
     """Names ``fn`` binds to an expression with a modulo (``should_step = i % k == 0``)."""
     return {t.id for n in walk(fn.body) if isinstance(n, ast.Assign)
@@ -58,7 +68,7 @@ def _accumulating_method(ctx: Context) -> None:
             continue
         for _, fn in callees(ctx, list(loop.body), depth=_DEPTH):
             backward = next((c for c in walk(fn.body) if isinstance(c, ast.Call)
-                             and last_name(c) == "backward" and not _under_if(ctx, c, fn)),
+                             and last_name(c) == "backward" and _unconditional(ctx, c, fn)),
                             None)
             if backward is not None and _conditional_step(fn):
                 ctx.add("script.ddp-no-sync", "warning", backward,
@@ -68,15 +78,6 @@ def _accumulating_method(ctx: Context) -> None:
                         "used", reason="every `backward()` of a DDP model all-reduces all "
                         "gradients; the micro-steps that do not update waste that "
                         "communication (speechbrain/speechbrain#1449: 10-20% faster)")
-
-
-def _under_if(ctx: Context, node: ast.AST, stop: ast.AST) -> bool:
-    cur = ctx.parents.get(node)
-    while cur is not None and cur is not stop:
-        if isinstance(cur, ast.If):
-            return True
-        cur = ctx.parents.get(cur)
-    return False
 
 
 def _loss_in_fstring(ctx: Context) -> None:
@@ -99,7 +100,7 @@ def _loss_in_fstring(ctx: Context) -> None:
             if not losses or not (losses & backprop or returned and backprop):
                 continue
             for n in walk(fn.body):
-                if isinstance(n, ast.JoinedStr) and not _under_if(ctx, n, fn) and any(
+                if isinstance(n, ast.JoinedStr) and _unconditional(ctx, n, fn) and any(
                         isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
                         and v.value.id in losses for v in n.values):
                     ctx.add("script.sync-in-step-loop", "warning", n,
