@@ -243,6 +243,12 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # set moved, no alarm added. Rules frozen at b634457; round15_heldout (never checked before)
 # measured once there: 10/17 (59%) with 3 false alarms -- the untouched figure, and its
 # floor below; no rule was changed after it.
+# Seventeenth round, step 0 (before corpus_round16 is collected; round15_heldout dev material
+# from now on): its misses written generally (script_check/gap17_rules.py: a device barrier in
+# a method a step loop calls, .item()/.tolist() of what a loop hands a method, a blocking copy
+# inside an index, per-sample loops indexing values computed from a forward's inputs; and
+# jax_rules: an update outside pmap reported at the update statement when the gradient is
+# compiled) -> round15_heldout 10/17 + 3 -> 17/17 + 2; no other seen set moved, no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
@@ -254,7 +260,7 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round11_heldout": (9, 2), "round12_dev": (13, 0),
             "round12_heldout": (12, 0), "round13_dev": (13, 1), "round13_heldout": (12, 1),
             "round14_dev": (11, 1), "round14_heldout": (9, 0), "round15_dev": (13, 0),
-            "round15_heldout": (10, 3)}
+            "round15_heldout": (17, 2)}
 
 
 def _header(path: Path) -> str:
@@ -433,8 +439,8 @@ def test_corpus_half(half: str) -> None:
              "round14_heldout": "round14_heldout (seen since; untouched it was 6/13 with 0 "
                                 "false alarms)",
              "round15_dev": "round15_dev (rules written against it; 7/13 with 0 before)",
-             "round15_heldout": "round15_heldout (untouched until the rules were frozen; "
-                                "measured once at b634457)"}.get(
+             "round15_heldout": "round15_heldout (seen since; untouched it was 10/17 with 3 "
+                                "false alarms)"}.get(
                  half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
