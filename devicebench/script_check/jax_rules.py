@@ -123,8 +123,26 @@ def update_outside_jit(ctx: Context) -> None:
             if not via and grad_site(ctx, loop) is not None:
                 continue  # reported with the gradient, at the function to compile
             node, seen = _where(ctx, call, loop, via)
+            if via and _grad_compiled(ctx, ctx.funcs[via]):
+                node = _statement(ctx, call)  # only the update runs un-jitted (round 17)
             ctx.add("script.jax-update-outside-jit", "warning", node, seen,
                     api=ast.unparse(call.func))
+
+
+def _grad_compiled(ctx: Context, fn: ast.AST) -> bool:
+    """``fn`` gets its gradient from a compiled function (``grads = pgrad(params, x)``,
+    ``pgrad = jax.pmap(jax.grad(loss))``): the step's un-jitted part is its update
+    statement, where the finding goes (google/learn-oss-with-google#5, issue 24 round 17)."""
+    return any(isinstance(c.func, ast.Name) and c.func.id in ctx.compiled and any(
+        is_grad_value(ctx, m) for v in ctx.assigns.get(c.func.id, []) for m in ast.walk(v))
+        for c in ctx.calls(fn.body))
+
+
+def _statement(ctx: Context, n: ast.AST) -> ast.AST:
+    cur = n
+    while cur is not None and not isinstance(cur, ast.stmt):
+        cur = ctx.parents.get(cur)
+    return cur or n
 
 
 def grad_site(ctx: Context, loop: ast.AST) -> object | None:
