@@ -80,6 +80,7 @@ from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
     check_driver_older_than_ptxas,
     check_libdevice_missing,
+    check_nccl_older_than_torch,
     check_shadowed_wheel_libs,
     check_wheel_libs_not_on_path,
 )
@@ -112,6 +113,7 @@ from devicebench.env.checks.stack import (
 from devicebench.env.checks.variants import (
     check_bnb_cuda_override,
     check_companion_variants,
+    check_cpu_beside_gpu_package,
     check_gpu_build_elsewhere,
     check_mixed_cuda_major_wheels,
     check_windows_import_order,
@@ -147,8 +149,10 @@ CHECKS: list[Check] = [
     check_companion_variants,
     check_mixed_cuda_major_wheels,
     check_gpu_build_elsewhere,
+    check_cpu_beside_gpu_package,
     check_bnb_cuda_override,
     check_wsl_libcuda,
+    check_nccl_older_than_torch,
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
