@@ -189,6 +189,10 @@ ROUND16_DEV_DIAGNOSED_AT_LEAST = 6  # of 6 (before its rules: 3/6)
 ROUND16_HELDOUT_DIAGNOSED_AT_LEAST = 1  # of 6 (17%); a floor, not raised by later rules
 # (round 18's step 0, an NCCL older than torch's pin, xformers 0.0.22, a CPU package beside
 # its GPU build, studied its misses: 5/6 now, seen)
+# round17_cases.json (16), split by round17_split.json before any check ran on it:
+ROUND17_DEV_DIAGNOSED_AT_LEAST = 8  # of 8 (before its rules: 4/8)
+# round17_heldout: not scored yet
+ROUND17_HELDOUT_DIAGNOSED_AT_LEAST = 0  # of 8
 
 
 def half_of(url: str) -> str:
@@ -435,6 +439,8 @@ LATER_SETS = [
      ROUND15_DEV_DIAGNOSED_AT_LEAST, ROUND15_HELDOUT_DIAGNOSED_AT_LEAST),
     ("round16", ROUND16_DEV, ROUND16_HELDOUT, "3/6", "scored once untouched at 1/6; seen since",
      ROUND16_DEV_DIAGNOSED_AT_LEAST, ROUND16_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round17", ROUND17_DEV, ROUND17_HELDOUT, "4/8", "not scored yet",
+     ROUND17_DEV_DIAGNOSED_AT_LEAST, ROUND17_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 

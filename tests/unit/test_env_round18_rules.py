@@ -96,3 +96,124 @@ def test_a_cpu_package_beside_its_gpu_build_is_named() -> None:
 def test_silent_with_only_one_of_the_two_packages() -> None:
     for dists in ({"onnxruntime-gpu": "1.19.0"}, {"onnxruntime": "1.19.0"}, {}):
         assert "stack.cpu-package-beside-gpu-package" not in _ids(_pkgs(dists)), dists
+
+
+# Round 18 rules, from round17_dev (jax#19768, ROCm/tensorflow-upstream#2404, sdnext#1805,
+# ROCm/jax#268).
+
+def _amd(dists: dict, frameworks: dict, gfx: str = "gfx1100", name: str = "Radeon RX 7900 XTX",
+         env: dict | None = None, nvidia: bool = False) -> dict:
+    raw = {"host": HOST, "distributions": dict({"numpy": "1.26.4"}, **dists),
+           "rocminfo": f"ROCk module is loaded\n  Name:                    {gfx}\n"
+                       f"  Marketing Name:          {name}\n",
+           "frameworks": frameworks}
+    if env:
+        raw["env_vars"] = env
+    if nvidia:
+        raw["nvidia_smi"] = SMI
+    return raw
+
+
+def _tf(version: str, rocm: bool, stderr: str = "", gpu: bool = False) -> dict:
+    devices = [{"name": "/physical_device:CPU:0", "kind": "CPU", "description": "cpu"}]
+    if gpu:
+        devices.append({"name": "/physical_device:GPU:0", "kind": "GPU", "description": "gpu"})
+    return {"tensorflow": {"status": "ok", "stderr": stderr, "result": {
+        "name": "tensorflow", "status": "ok", "version": version, "physical_devices": devices,
+        "logical_devices": [d["name"] for d in devices],
+        "build": {"is_cuda_build": not rocm, "cuda_version": "" if rocm else "11.8",
+                  "cudnn_version": "", "is_rocm_build": rocm}}}}
+
+
+def test_pypi_tensorflow_on_an_amd_gpu_is_named() -> None:
+    f = _ids(_amd({"tensorflow": "2.12.0"}, _tf("2.12.0", rocm=False)))["rocm.tf-not-rocm"]
+    assert "tensorflow-rocm" in f.title and "pip install tensorflow-rocm" in f.fix
+    assert "gfx1100" in f.observed and f.source.startswith("https://github.com/")
+
+
+def test_silent_with_tensorflow_rocm_an_nvidia_gpu_an_igpu_or_a_gpu_seen() -> None:
+    for raw in (_amd({"tensorflow-rocm": "2.14.0.600"}, _tf("2.14.0", rocm=True)),
+                _amd({"tensorflow": "2.12.0"}, _tf("2.12.0", rocm=False), nvidia=True),
+                _amd({"tensorflow": "2.12.0"}, _tf("2.12.0", rocm=False), gfx="gfx1036",
+                     name="AMD Radeon Graphics"),
+                _amd({"tensorflow": "2.12.0"}, _tf("2.12.0", rocm=False, gpu=True))):
+        assert "rocm.tf-not-rocm" not in _ids(raw)
+
+
+def _ignored(gfx: str, listed: str) -> str:
+    return ("I tensorflow/core/common_runtime/gpu/gpu_device.cc:2015] Ignoring visible gpu "
+            "device (device: 0, name: Radeon RX 7900 XTX, pci bus id: 0000:03:00.0) with "
+            f"AMDGPU version : {gfx}. The supported AMDGPU versions are {listed}.\n")
+
+
+def test_a_gpu_dropped_by_a_glued_supported_list_is_named() -> None:
+    raw = _amd({"tensorflow-rocm": "2.14.0.600"},
+               _tf("2.14.0", True, _ignored("gfx1100", "gfx1030gfx1100, gfx900, gfx906")))
+    f = _ids(raw)["rocm.tf-supported-list-broken"]
+    assert "gfx1100" in f.title and "gfx1030gfx1100" in f.observed
+    assert "pip install -U tensorflow-rocm" in f.fix and "2434" in f.fix
+
+
+def test_silent_when_the_target_is_really_missing_or_listed_apart() -> None:
+    missing = _amd({"tensorflow-rocm": "2.14.0.600"},
+                   _tf("2.14.0", True, _ignored("gfx1031", "gfx1030gfx1100, gfx900")))
+    assert "rocm.tf-supported-list-broken" not in _ids(missing)
+    apart = _amd({"tensorflow-rocm": "2.14.0.600"},
+                 _tf("2.14.0", True, _ignored("gfx1100", "gfx1030, gfx1100, gfx900")))
+    assert "rocm.tf-supported-list-broken" not in _ids(apart)
+    assert "rocm.tf-supported-list-broken" not in _ids(
+        _amd({"tensorflow-rocm": "2.14.0.600"}, _tf("2.14.0", True)))
+
+
+def _jax_import_failed(lib: str = "librocm_smi64.so.6") -> dict:
+    return {"jax": {"status": "error", "stderr": "", "result": {
+        "name": "jax", "status": "error",
+        "error": f"ImportError: {lib}: cannot open shared object file: No such file or directory"}}}
+
+
+_ROCM60 = {"jax": "0.4.35", "jaxlib": "0.4.35", "jax-rocm60-plugin": "0.4.35",
+           "jax-rocm60-pjrt": "0.4.35"}
+
+
+def test_rocm_wheels_for_another_rocm_release_are_named() -> None:
+    raw = _amd(_ROCM60, _jax_import_failed(), "gfx942", "AMD Instinct MI300A",
+               env={"LD_LIBRARY_PATH": "/opt/rocm-6.2.1/lib"})
+    f = _ids(raw)["rocm.wheel-for-another-rocm"]
+    assert "ROCm 6.0" in f.title and "librocm_smi64.so.6" in f.title
+    assert "6.2.1" in f.observed and "rocm/6.0" in f.fix
+    assert "ROCm/jax/issues/268" in f.source
+
+
+def test_silent_with_the_built_for_rocm_on_the_path_a_non_rocm_lib_or_no_named_release() -> None:
+    same = _amd(_ROCM60, _jax_import_failed(), env={"LD_LIBRARY_PATH": "/opt/rocm-6.0.2/lib"})
+    assert "rocm.wheel-for-another-rocm" not in _ids(same)
+    other = _amd(_ROCM60, _jax_import_failed("libcudart.so.12"),
+                 env={"LD_LIBRARY_PATH": "/opt/rocm-6.2.1/lib"})
+    assert "rocm.wheel-for-another-rocm" not in _ids(other)
+    unnamed = _amd({"jax": "0.4.35", "jaxlib": "0.4.35"}, _jax_import_failed(),
+                   env={"LD_LIBRARY_PATH": "/opt/rocm-6.2.1/lib"})
+    assert "rocm.wheel-for-another-rocm" not in _ids(unnamed)
+
+
+def _jax_cuda(jaxlib: str, driver: tuple = ("470.182.03", "11.4")) -> dict:
+    return {"host": HOST,
+            "nvidia_smi": {"header": f"| NVIDIA-SMI {driver[0]}    Driver Version: {driver[0]}"
+                                     f"    CUDA Version: {driver[1]}     |",
+                           "rows": "0, NVIDIA A100-PCIE-40GB, 40960, 8.0"},
+            "distributions": {"jax": "0.4.24", "jaxlib": jaxlib, "numpy": "1.26.4"},
+            "frameworks": {"jax": {"status": "ok", "stderr": "", "result": {
+                "name": "jax", "status": "error",
+                "error": "XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization "
+                         "failed."}}}}
+
+
+def test_a_cuda12_jaxlib_on_a_cuda11_driver_is_named() -> None:
+    f = _ids(_jax_cuda("0.4.24+cuda12.cudnn89"))["cuda.driver-too-old"]
+    assert "JAX" in f.title and "CUDA 12" in f.observed and "525" in f.fix
+
+
+def test_silent_for_a_cuda11_jaxlib_a_cuda12_driver_or_a_plain_jaxlib() -> None:
+    assert "cuda.driver-too-old" not in _ids(_jax_cuda("0.4.24+cuda11.cudnn86"))
+    assert "cuda.driver-too-old" not in _ids(
+        _jax_cuda("0.4.24+cuda12.cudnn89", ("535.154.05", "12.2")))
+    assert "cuda.driver-too-old" not in _ids(_jax_cuda("0.4.24"))

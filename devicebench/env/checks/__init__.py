@@ -94,6 +94,11 @@ from devicebench.env.checks.rocm import (
     check_wsl1,
     check_wsl_rocm,
 )
+from devicebench.env.checks.rocm_builds import (
+    check_rocm_release_soname,
+    check_tf_not_rocm,
+    check_tf_rocm_glued_targets,
+)
 from devicebench.env.checks.said import (
     check_bundled_runtimes,
     check_extension_abi,
@@ -167,6 +172,9 @@ CHECKS: list[Check] = [
     check_rocm_libs_not_on_path,
     check_torch_not_rocm,
     check_jax_not_rocm,
+    check_tf_not_rocm,
+    check_tf_rocm_glued_targets,
+    check_rocm_release_soname,
     check_wsl_rocm,
     check_override_masks_all,
     check_rocm_arch,
