@@ -158,6 +158,12 @@ _WIN_DLL = re.compile(r"\[WinError (\d+)\][^\n]*?Error loading \"([^\"]+?\.dll)\
 # it, in English; another language keeps the module name and leaves the code unknown, 0).
 _PY_DLL = re.compile(r"DLL load failed while importing (\w+): ([^\n]*)")
 _PY_DLL_CODES = (("initiali", 1114), ("could not be found", 126), ("cannot find", 126))
+# TensorFlow's ROCm build (gpu_device.cc, logged at INFO): "Ignoring visible gpu device (device:
+# 0, name: ..., pci bus id: ...) with AMDGPU version : gfx1100. The supported AMDGPU versions
+# are gfx1030gfx1100, gfx900, ...".
+_TF_ROCM_IGNORED = re.compile(r"Ignoring visible gpu device \(device: \d+, name: ([^,]*),[^)]*\) "
+                              r"with AMDGPU version : (gfx[0-9a-f]+)\. The supported AMDGPU "
+                              r"versions are ([^\n]*?)\.?(?:\n|$)")
 
 
 def reported_facts(text: str) -> dict[str, Any]:
@@ -171,7 +177,8 @@ def reported_facts(text: str) -> dict[str, Any]:
     "Cannot dlopen some GPU libraries" and named none), ``jaxlib_skew`` (jax's own check),
     ``undefined_symbol`` ({library, symbol, version}), ``no_kernel_image``,
     ``dll_load_failed`` ({dll, code}: a Windows DLL that failed to load),
-    ``backend_library_missing`` ({backend, library}: a JAX plugin's library did not load).
+    ``backend_library_missing`` ({backend, library}: a JAX plugin's library did not load),
+    ``rocm_gpu_ignored`` ({gpu, gfx, supported}: TensorFlow's ROCm build dropped a GPU).
 
     Example:
         >>> reported_facts("Loaded runtime CuDNN library: 9.0.0 but source was compiled "
@@ -225,4 +232,6 @@ def reported_facts(text: str) -> dict[str, Any]:
     elif m := _PY_DLL.search(text):
         code = next((c for t, c in _PY_DLL_CODES if t in m[2].lower()), 0)
         facts["dll_load_failed"] = {"dll": f"{m[1]}.pyd", "path": m[1], "code": code}
+    if m := _TF_ROCM_IGNORED.search(text):
+        facts["rocm_gpu_ignored"] = {"gpu": m[1].strip(), "gfx": m[2], "supported": m[3]}
     return facts

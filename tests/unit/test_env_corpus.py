@@ -61,7 +61,11 @@ written with the case before any rule for it:
   then seen (round 17's step 0 studied its misses).
 * ``round16_cases.json`` (12; 24 were asked): ``round16_split.json`` (seed 2040, committed with
   the cases before any check ran on them) into ``round16_dev``, which round 17's rules are
-  written against, and ``round16_heldout``, scored once after those rules were frozen.
+  written against, and ``round16_heldout``, scored once after those rules were frozen (1/6),
+  then seen (round 18's step 0 studied its misses).
+* ``round17_cases.json`` (16; 24 were asked): ``round17_split.json`` (seed 2041, committed with
+  the cases before any check ran on them) into ``round17_dev``, which round 18's rules are
+  written against, and ``round17_heldout``, scored once after those rules were frozen (5/8).
 
 Run with ``-s`` to see the figures.
 """
@@ -104,6 +108,7 @@ ROUND13, ROUND13_SPLIT = _load("round13_cases")["cases"], _load("round13_split")
 ROUND14, ROUND14_SPLIT = _load("round14_cases")["cases"], _load("round14_split")
 ROUND15, ROUND15_SPLIT = _load("round15_cases")["cases"], _load("round15_split")
 ROUND16, ROUND16_SPLIT = _load("round16_cases")["cases"], _load("round16_split")
+ROUND17, ROUND17_SPLIT = _load("round17_cases")["cases"], _load("round17_split")
 
 # Figures measured here (diagnosed / cases). A change that lowers one fails; raise the dev
 # ones when rules improve (never to a figure not reached). The held-out floor is the figure
@@ -182,6 +187,12 @@ ROUND15_HELDOUT_DIAGNOSED_AT_LEAST = 8  # of 12 (67%); a floor, not raised by la
 ROUND16_DEV_DIAGNOSED_AT_LEAST = 6  # of 6 (before its rules: 3/6)
 # round16_heldout: scored once, untouched, with the rules frozen (commit 1a659dc), 2026-12-03:
 ROUND16_HELDOUT_DIAGNOSED_AT_LEAST = 1  # of 6 (17%); a floor, not raised by later rules
+# (round 18's step 0, an NCCL older than torch's pin, xformers 0.0.22, a CPU package beside
+# its GPU build, studied its misses: 5/6 now, seen)
+# round17_cases.json (16), split by round17_split.json before any check ran on it:
+ROUND17_DEV_DIAGNOSED_AT_LEAST = 8  # of 8 (before its rules: 4/8)
+# round17_heldout: scored once, untouched, with the rules frozen (commit f9ec1c4), 2026-12-04:
+ROUND17_HELDOUT_DIAGNOSED_AT_LEAST = 5  # of 8 (62%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -238,7 +249,7 @@ def test_new_split_is_the_committed_seeded_shuffle() -> None:
 
 @pytest.mark.parametrize("name", ["round2", "round3", "round4", "round5", "round6", "round7",
                                   "round8", "round9", "round10", "round11", "round12",
-                                  "round13", "round14", "round15", "round16"])
+                                  "round13", "round14", "round15", "round16", "round17"])
 def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
     import random
 
@@ -276,6 +287,10 @@ def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
                                        + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8 + ROUND9
                                        + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14
                                        + ROUND15),
+                           "round17": (ROUND17, ROUND17_SPLIT, CORPUS + NEW + ROUND2 + ROUND3
+                                       + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8 + ROUND9
+                                       + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14
+                                       + ROUND15 + ROUND16),
                            }[name]
     # round5: one URL found in an older set after the split was dropped (split["removed"]);
     # the shuffle is reproduced over the URLs as committed, the dropped one then removed.
@@ -286,8 +301,10 @@ def test_later_splits_are_the_committed_seeded_shuffles(name: str) -> None:
     assert split[f"{name}_dev"] == sorted(set(urls[:k]) - removed)
     assert split[f"{name}_heldout"] == sorted(set(urls[k:]) - removed)
     urls = [u for u in urls if u not in removed]
-    # round16: 12 collected of the 24 asked (most candidates were already in earlier sets)
-    assert len(cases) >= (12 if name == "round16" else 24) and len(set(urls)) == len(urls)
+    # round16: 12 collected of the 24 asked (most candidates were already in earlier sets);
+    # round17: 16 of the 24 asked (the round's time ran out)
+    assert len(cases) >= {"round16": 12, "round17": 16}.get(name, 24)
+    assert len(set(urls)) == len(urls)
     assert not {c["url"] for c in older} & set(urls)  # none from the older sets
     for case in cases:
         assert case["url"].startswith("https://github.com/")
@@ -319,8 +336,11 @@ ROUND15_DEV = [c for c in ROUND15 if c["url"] in ROUND15_SPLIT["round15_dev"]]
 ROUND15_HELDOUT = [c for c in ROUND15 if c["url"] in ROUND15_SPLIT["round15_heldout"]]
 ROUND16_DEV = [c for c in ROUND16 if c["url"] in ROUND16_SPLIT["round16_dev"]]
 ROUND16_HELDOUT = [c for c in ROUND16 if c["url"] in ROUND16_SPLIT["round16_heldout"]]
+ROUND17_DEV = [c for c in ROUND17 if c["url"] in ROUND17_SPLIT["round17_dev"]]
+ROUND17_HELDOUT = [c for c in ROUND17 if c["url"] in ROUND17_SPLIT["round17_heldout"]]
 ALL_CASES = (CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8
-             + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14 + ROUND15 + ROUND16)
+             + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14 + ROUND15 + ROUND16
+             + ROUND17)
 
 
 @pytest.mark.parametrize("case", ALL_CASES,
@@ -417,8 +437,10 @@ LATER_SETS = [
     ("round15", ROUND15_DEV, ROUND15_HELDOUT, "10/12",
      "scored once untouched at 8/12; seen since",
      ROUND15_DEV_DIAGNOSED_AT_LEAST, ROUND15_HELDOUT_DIAGNOSED_AT_LEAST),
-    ("round16", ROUND16_DEV, ROUND16_HELDOUT, "3/6", "scored once, rules frozen at 1a659dc",
+    ("round16", ROUND16_DEV, ROUND16_HELDOUT, "3/6", "scored once untouched at 1/6; seen since",
      ROUND16_DEV_DIAGNOSED_AT_LEAST, ROUND16_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round17", ROUND17_DEV, ROUND17_HELDOUT, "4/8", "scored once, rules frozen at f9ec1c4",
+     ROUND17_DEV_DIAGNOSED_AT_LEAST, ROUND17_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 

@@ -80,6 +80,7 @@ from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
     check_driver_older_than_ptxas,
     check_libdevice_missing,
+    check_nccl_older_than_torch,
     check_shadowed_wheel_libs,
     check_wheel_libs_not_on_path,
 )
@@ -92,6 +93,11 @@ from devicebench.env.checks.rocm import (
     check_torch_not_rocm,
     check_wsl1,
     check_wsl_rocm,
+)
+from devicebench.env.checks.rocm_builds import (
+    check_rocm_release_soname,
+    check_tf_not_rocm,
+    check_tf_rocm_glued_targets,
 )
 from devicebench.env.checks.said import (
     check_bundled_runtimes,
@@ -112,6 +118,7 @@ from devicebench.env.checks.stack import (
 from devicebench.env.checks.variants import (
     check_bnb_cuda_override,
     check_companion_variants,
+    check_cpu_beside_gpu_package,
     check_gpu_build_elsewhere,
     check_mixed_cuda_major_wheels,
     check_windows_import_order,
@@ -147,8 +154,10 @@ CHECKS: list[Check] = [
     check_companion_variants,
     check_mixed_cuda_major_wheels,
     check_gpu_build_elsewhere,
+    check_cpu_beside_gpu_package,
     check_bnb_cuda_override,
     check_wsl_libcuda,
+    check_nccl_older_than_torch,
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
@@ -163,6 +172,9 @@ CHECKS: list[Check] = [
     check_rocm_libs_not_on_path,
     check_torch_not_rocm,
     check_jax_not_rocm,
+    check_tf_not_rocm,
+    check_tf_rocm_glued_targets,
+    check_rocm_release_soname,
     check_wsl_rocm,
     check_override_masks_all,
     check_rocm_arch,

@@ -138,7 +138,8 @@ def build_cuda_version(probe: FrameworkProbe, snap: EnvSnapshot | None = None) -
     """The CUDA version a framework was built with ("" if none or unknown).
 
     TensorFlow and PyTorch report it in their build info; for JAX it is the CUDA major of
-    the installed ``jax-cuda<N>-plugin`` (JAX does not report it itself).
+    the installed ``jax-cuda<N>-plugin`` (JAX does not report it itself), or of a CUDA-built
+    jaxlib's local version (``0.4.24+cuda12.cudnn89``, the wheels before the plugin split).
     """
     value = probe.build.get("cuda_version")
     if value not in (None, "", False):
@@ -148,6 +149,9 @@ def build_cuda_version(probe: FrameworkProbe, snap: EnvSnapshot | None = None) -
             m = re.fullmatch(r"jax-cuda(\d+)-plugin", dist)
             if m:
                 return m.group(1)
+        m = re.search(r"\+cuda(\d+)", snap.version_of("jaxlib"))
+        if m:
+            return m.group(1)
     return ""
 
 

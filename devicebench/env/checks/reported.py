@@ -158,6 +158,54 @@ def check_shadowed_wheel_libs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     return out
 
 
+def check_nccl_older_than_torch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """torch failed with an undefined ``nccl*`` symbol: the libnccl.so.2 the loader took is
+    older than the NCCL that torch release's wheels pin (``[torch_nccl]``). Left to the
+    mixed-major rule where a cu11 NCCL wheel sits beside the cu12 one.
+
+    Example:
+        >>> from devicebench.env.interpret import snapshot_from_raw
+        >>> s = snapshot_from_raw({"distributions": {"torch": "2.2.0"}, "frameworks": {
+        ...     "torch": {"status": "error", "stderr": "", "result": {"name": "torch",
+        ...     "status": "error", "error": "ImportError: /x/libtorch_cuda.so: "
+        ...     "undefined symbol: ncclCommRegister"}}}})
+        >>> kb = {"torch_nccl": {"releases": {"2.2": "2.19.3"}, "source": "https://x"}}
+        >>> check_nccl_older_than_torch(s, kb)[0].title
+        'torch 2.2.0 needs NCCL 2.19.3 or newer; an older libnccl.so.2 was loaded'
+    """
+    probe = snap.frameworks.get("torch")
+    sym = probe.reported.get("undefined_symbol") if probe else None
+    if not sym or not sym["symbol"].startswith("nccl") or snap.has("nvidia-nccl-cu11"):
+        return []
+    entry = kb["torch_nccl"]
+    have = snap.version_of("torch")
+    v = as_version(have)
+    pin = entry["releases"].get(f"{v.major}.{v.minor}", "") if v else ""
+    wheel = snap.version_of("nvidia-nccl-cu12")
+    old_wheel = bool(pin and wheel and as_version(wheel) is not None
+                     and as_version(wheel) < as_version(pin))  # type: ignore[operator]
+    need = f"NCCL {pin} or newer" if pin else "the NCCL its wheels were built with"
+    if old_wheel:
+        fix = f"pip install 'nvidia-nccl-cu12=={pin}'  # the NCCL torch {have} pins"
+    else:
+        fix = ("find the other libnccl.so.2 (a package's own NCCL, or one on LD_LIBRARY_PATH) "
+               "and remove it or take it off the path; then pip install --force-reinstall "
+               + (f"'nvidia-nccl-cu12=={pin}'" if pin else "nvidia-nccl-cu12")
+               + ("  # or a torch release built for the older NCCL (torch 2.1.2 for NCCL "
+                  "2.18)" if pin == "2.19.3" else ""))
+    return [Finding(
+        "torch.nccl-older-than-build", "error",
+        f"torch {have} needs {need}; an older libnccl.so.2 was loaded",
+        observed=f"torch failed: {os.path.basename(sym['library'])} needs {sym['symbol']}, "
+                 "which the loaded NCCL lacks"
+                 + (f"; nvidia-nccl-cu12 {wheel} installed" if wheel else ""),
+        why="Each torch release's CUDA wheels are linked against one NCCL release (its "
+            "nvidia-nccl-cu12 pin) and call functions added in it; an older NCCL found first "
+            "(another package's copy, an older wheel, a system NCCL) lacks them, so torch "
+            "cannot load.",
+        fix=fix, source=entry["source"])]
+
+
 def check_libdevice_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """XLA (TensorFlow's jit, JAX) said it cannot find CUDA's libdevice."""
     out = []

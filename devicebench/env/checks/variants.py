@@ -159,6 +159,28 @@ def check_gpu_build_elsewhere(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     return out
 
 
+def check_cpu_beside_gpu_package(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A package's CPU distribution installed beside its GPU one (``[[gpu_build_elsewhere]]``):
+    both write the same import package, so the CPU one's files can replace the GPU one's."""
+    out = []
+    for row in kb.get("gpu_build_elsewhere", []):
+        gpus = [g for g in row["gpu_dists"] if snap.has(g)]
+        if not snap.has(row["dist"]) or not gpus:
+            continue
+        out.append(Finding(
+            "stack.cpu-package-beside-gpu-package", "warning",
+            f"{row['dist']} (CPU-only) is installed beside {gpus[0]}: both are the same module",
+            observed=f"{row['dist']} {snap.version_of(row['dist'])} and {gpus[0]} "
+                     f"{snap.version_of(gpus[0])} installed",
+            why=f"{row['dist']} and {gpus[0]} install the same import package; whichever was "
+                "installed last wrote the shared files, so the CPU package can shadow the GPU "
+                "build and its GPU providers go missing (the program runs on the CPU).",
+            fix=f"pip uninstall {row['dist']} {gpus[0]} -y && pip install {gpus[0]}  # keep "
+                "only the GPU package (it runs on the CPU too)",
+            source=kb["cpu_beside_gpu_package"]["source"]))
+    return out
+
+
 def check_bnb_cuda_override(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """BNB_CUDA_VERSION set: bitsandbytes loads libbitsandbytes_cudaNNN for that CUDA, not
     torch's."""
