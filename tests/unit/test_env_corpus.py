@@ -65,7 +65,8 @@ written with the case before any rule for it:
   then seen (round 18's step 0 studied its misses).
 * ``round17_cases.json`` (16; 24 were asked): ``round17_split.json`` (seed 2041, committed with
   the cases before any check ran on them) into ``round17_dev``, which round 18's rules are
-  written against, and ``round17_heldout``, scored once after those rules were frozen (5/8).
+  written against, and ``round17_heldout``, scored once after those rules were frozen (5/8),
+  then seen (round 19's step 0 studied its misses).
 
 Run with ``-s`` to see the figures.
 """
@@ -193,6 +194,9 @@ ROUND16_HELDOUT_DIAGNOSED_AT_LEAST = 1  # of 6 (17%); a floor, not raised by lat
 ROUND17_DEV_DIAGNOSED_AT_LEAST = 8  # of 8 (before its rules: 4/8)
 # round17_heldout: scored once, untouched, with the rules frozen (commit f9ec1c4), 2026-12-04:
 ROUND17_HELDOUT_DIAGNOSED_AT_LEAST = 5  # of 8 (62%); a floor, not raised by later rules
+# (round 19's step 0, nvidia-tensorflow's +nvYY.MM CUDA, the runtime's insufficient-driver
+# message, a Linux driver's libcuda in WSL2 with no framework probed, studied its misses:
+# 8/8 now, seen)
 
 
 def half_of(url: str) -> str:
@@ -439,7 +443,7 @@ LATER_SETS = [
      ROUND15_DEV_DIAGNOSED_AT_LEAST, ROUND15_HELDOUT_DIAGNOSED_AT_LEAST),
     ("round16", ROUND16_DEV, ROUND16_HELDOUT, "3/6", "scored once untouched at 1/6; seen since",
      ROUND16_DEV_DIAGNOSED_AT_LEAST, ROUND16_HELDOUT_DIAGNOSED_AT_LEAST),
-    ("round17", ROUND17_DEV, ROUND17_HELDOUT, "4/8", "scored once, rules frozen at f9ec1c4",
+    ("round17", ROUND17_DEV, ROUND17_HELDOUT, "4/8", "scored once untouched at 5/8; seen since",
      ROUND17_DEV_DIAGNOSED_AT_LEAST, ROUND17_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 

@@ -69,6 +69,7 @@ from devicebench.env.checks.installs import (
     check_windows_dll_load,
     check_wsl_libcuda,
 )
+from devicebench.env.checks.nvidia_builds import check_driver_insufficient
 from devicebench.env.checks.pairings import (
     check_conda_cpu_build,
     check_keras2_release,
@@ -138,6 +139,7 @@ CHECKS: list[Check] = [
     check_tensorflow_macos,
     check_multiple_tf,
     check_cuda_driver,
+    check_driver_insufficient,
     check_nvidia_smi_failed,
     check_stack_skew,
     check_jax_jaxlib,

@@ -14,6 +14,7 @@ from devicebench.env.checks._util import (
 )
 from devicebench.env.checks.cuda import cuda_gap
 from devicebench.env.checks.gpu_causes import apple_causes, nvidia_causes
+from devicebench.env.checks.nvidia_builds import nvidia_tf_for_driver, tf_build_cuda
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -29,11 +30,15 @@ def check_cuda_driver(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     for name in _FRAMEWORKS:
         probe = snap.frameworks.get(name)
         build = build_cuda_version(probe, snap) if probe is not None else ""
+        if name == "tensorflow":  # nvidia-tensorflow's +nvYY.MM release names its CUDA
+            build = tf_build_cuda(snap, kb)
         kind, min_drv = cuda_gap(snap, kb, build)
         if not kind:
             continue
         display = DISPLAY[name]
         version = probe.version if probe is not None else ""
+        if name == "tensorflow" and not version and snap.has("nvidia-tensorflow"):
+            version = f"(nvidia-tensorflow {snap.version_of('nvidia-tensorflow')})"
         observed = (
             f"{display} {version} is built for CUDA {build}; NVIDIA driver "
             f"{smi.driver_version or '?'} supports CUDA up to {smi.cuda_version or '?'}"
@@ -53,6 +58,8 @@ def check_cuda_driver(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "; or keep the driver: pip install --force-reinstall torch "
                 "--index-url https://download.pytorch.org/whl/cu118"
             )
+        if name == "tensorflow" and nvidia_tf_for_driver(snap, kb):
+            upgrade += "; or keep the driver: " + nvidia_tf_for_driver(snap, kb)
         if kind == "minor":
             out.append(
                 Finding(
@@ -84,7 +91,9 @@ def check_cuda_driver(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                     "is too old') and trains on the CPU."
                 ),
                 fix=upgrade,
-                source=kb["cuda"]["source"],
+                source=kb["cuda"]["source"] + (
+                    " ; " + kb["nvidia_tf_builds"]["source"]
+                    if name == "tensorflow" and nvidia_tf_for_driver(snap, kb) else ""),
             )
         )
     return out

@@ -24,6 +24,8 @@ from devicebench.env.snapshot import EnvSnapshot
 
 # What TF/XLA/JAX log when libcuda.so.1 cannot be loaded (tsl/cuda/cudart_stub.cc, jax).
 _NO_DRIVER = re.compile(r"Could not find cuda drivers|Unable to load CUDA|libcuda\.so")
+# distributions that use the CUDA driver without a framework the probe imports (cuML, numba)
+_CUDA_DIST = re.compile(r"cuda|-cu\d+$|^cu(?:ml|df|py|graph|spatial)|^numba|^rapids")
 
 
 def torch_cuda_index(snap: EnvSnapshot, kb: KB, torch_version: str) -> str:
@@ -237,15 +239,23 @@ def check_wsl_libcuda(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 def _wsl_linux_driver(snap: EnvSnapshot, kb: KB, found: str, d: str) -> list[Finding]:
     """The loader's libcuda.so.1 on WSL2 is not WSL's: a Linux NVIDIA driver was installed
     inside the distribution (NVIDIA's WSL guide: never install one there)."""
+    if any(p.gpu_devices for p in snap.frameworks.values()):
+        return []  # a framework reached the GPU through it: the loader's order is not at fault
     no_gpu = [DISPLAY.get(n, n) for n, p in snap.frameworks.items()
               if p.status == "ok" and not p.gpu_devices]
-    if not no_gpu:
-        return []
+    failed = [DISPLAY.get(n, n) for n, p in snap.frameworks.items() if p.status != "ok"]
+    cuda = sorted(n for n in snap.distributions if _CUDA_DIST.search(n))
+    seen = "; ".join(filter(None, [
+        f"{', '.join(no_gpu)} see no GPU" if no_gpu else "",
+        f"{', '.join(failed)} failed" if failed else "",
+        "no framework the probe imports is installed" + (
+            f" (CUDA packages here: {', '.join(cuda)})" if cuda else "")
+        if not snap.frameworks else ""]))
     return [Finding(
-        "wsl.linux-driver-libcuda", "error",
+        "wsl.linux-driver-libcuda",
+        "error" if snap.frameworks or cuda or has_nvidia_gpu(snap) else "warning",
         f"WSL2: the loader finds a Linux driver's libcuda.so.1 ({found}), not WSL's ({d})",
-        observed=f"kernel {snap.host.os_version}; libcuda.so.1 resolves to {found}; "
-                 f"{', '.join(no_gpu)} see no GPU",
+        observed=f"kernel {snap.host.os_version}; libcuda.so.1 resolves to {found}; {seen}",
         why="Under WSL2 the only working libcuda is the one the Windows driver exposes in "
             f"{d}; a libcuda from a Linux NVIDIA driver package installed inside WSL2 cannot "
             "reach the GPU (cuInit: no CUDA-capable device), and the loader takes it first.",
