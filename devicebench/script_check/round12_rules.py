@@ -141,7 +141,7 @@ def _tokenizes(ctx: Context, fn: ast.AST | None) -> bool:
 
 
 @rule("script.unbatched-map",
-      "`Dataset.map` tokenizes one example per call",
+      "`Dataset.map` {does} one example per call",
       "without `batched=True` the function is called once per example, so a fast "
       "tokenizer never sees more than one text and each call pays Python and Arrow overhead "
       "(huggingface/datasets#6319, mariosasko: \"You should use the batched `map` for the "
@@ -159,7 +159,8 @@ def unbatched_map(ctx: Context) -> None:
             continue
         if _tokenizes(ctx, call.args[0]):
             ctx.add("script.unbatched-map", "info", call,
-                    "batched=False" if batched is not None else "`batched` is not set (False)")
+                    "batched=False" if batched is not None else "`batched` is not set (False)",
+                    does="tokenizes")
 
 
 # -- tokenizer in collate_fn ---------------------------------------------------------------

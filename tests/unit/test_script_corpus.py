@@ -259,6 +259,14 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # checked before) measured once there: 4/12 (33%) with 3 false alarms -- the untouched figure,
 # and its floor below (the rules before this round, a06f219, and the step-0 rules, 6b91977,
 # give it the same 4/12 with 3); no rule was changed after it.
+# Eighteenth round, step 0 (before corpus_round17 is collected; round16_heldout dev material
+# from now on): its misses written generally (script_check/gap18_rules.py: graph-breaking
+# calls and data-dependent branches in compiled code, loop-invariant host NumPy data handed
+# to a jitted function, an inline jax.jit in traced code, Lightning's find-unused strategy
+# string, a nested @tf.function in a function called per loop or map, a single-record parse
+# mapped before batch, a boolean-mask assignment in a helper every forward runs, a gradient-
+# accumulation range loop inside jax.jit) -> round16_heldout 4/12 + 3 -> 12/12 + 3; no other
+# seen set moved, no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
@@ -271,7 +279,7 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round12_heldout": (12, 0), "round13_dev": (13, 1), "round13_heldout": (12, 1),
             "round14_dev": (11, 1), "round14_heldout": (9, 0), "round15_dev": (13, 0),
             "round15_heldout": (17, 2),
-            "round16_dev": (12, 1), "round16_heldout": (4, 3)}
+            "round16_dev": (12, 1), "round16_heldout": (12, 3)}
 
 
 def _header(path: Path) -> str:
@@ -456,8 +464,8 @@ def test_corpus_half(half: str) -> None:
              "round15_heldout": "round15_heldout (seen since; untouched it was 10/17 with 3 "
                                 "false alarms)",
              "round16_dev": "round16_dev (rules written against it; 10/12 with 1 before)",
-             "round16_heldout": "round16_heldout (untouched until the rules were frozen; "
-                                "measured once at 01e2ca1)"}.get(
+             "round16_heldout": "round16_heldout (seen since; untouched it was 4/12 with 3 "
+                                "false alarms)"}.get(
                  half, half)
     print(f"\ncorpus {label}: {scripts} scripts; expert-named pitfalls found at the right line "
           f"{found}/{total} ({100 * found / total:.0f}%); false alarms (warning/error) "
