@@ -243,6 +243,7 @@ CUDA_LIB_PREFIXES = (
     "libcuda.", "libcudart.", "libcudnn.", "libcublas.", "libcublasLt.", "libcufft.",
     "libcurand.", "libcusolver.", "libcusparse.", "libnvinfer.", "libnccl.", "libnvrtc.",
     "libnvJitLink.", "libcudnn_", "libcupti.", "libamdhip64.",
+    "libstdc++.so.6",  # and the C++ runtime their extensions need (round 19: GLIBCXX)
 )
 _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)")
 

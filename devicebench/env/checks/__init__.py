@@ -35,6 +35,12 @@ from devicebench.env.checks.apple import (
     check_xla_off_apple,
 )
 from devicebench.env.checks.build_tags import check_build_tags
+from devicebench.env.checks.extensions import (
+    check_bnb_no_rocm,
+    check_extension_cuda_home,
+    check_jax_plugin_driver,
+    check_triton_target,
+)
 from devicebench.env.checks.framework_failures import check_probe_failures, defer_generic_fixes
 from devicebench.env.checks.frameworks import (
     check_keras3_old_tf,
@@ -100,6 +106,10 @@ from devicebench.env.checks.rocm_builds import (
     check_tf_not_rocm,
     check_tf_rocm_glued_targets,
 )
+from devicebench.env.checks.runtime_libs import (
+    check_env_cxx_older,
+    check_tf_system_cudnn_minor,
+)
 from devicebench.env.checks.said import (
     check_bundled_runtimes,
     check_extension_abi,
@@ -124,6 +134,10 @@ from devicebench.env.checks.variants import (
     check_mixed_cuda_major_wheels,
     check_windows_import_order,
 )
+from devicebench.env.checks.visibility import (
+    check_cuda_build_no_driver,
+    check_empty_rocm_override,
+)
 from devicebench.env.finding import Finding, sort_findings
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -144,6 +158,7 @@ CHECKS: list[Check] = [
     check_stack_skew,
     check_jax_jaxlib,
     check_jax_plugin_release,
+    check_jax_plugin_driver,
     check_requires,
     check_addon_builds,
     check_backend_library_missing,
@@ -163,7 +178,11 @@ CHECKS: list[Check] = [
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,
+    check_tf_system_cudnn_minor,
     check_driver_older_than_ptxas,
+    check_triton_target,
+    check_extension_cuda_home,
+    check_env_cxx_older,
     check_wheel_newer_than_os,
     check_wheel_libs_not_on_path,
     check_loader_needs,
@@ -179,6 +198,8 @@ CHECKS: list[Check] = [
     check_rocm_release_soname,
     check_wsl_rocm,
     check_override_masks_all,
+    check_empty_rocm_override,
+    check_bnb_no_rocm,
     check_rocm_arch,
     check_mask_set_too_late,
     check_libdevice_missing,
@@ -195,6 +216,7 @@ CHECKS: list[Check] = [
     check_python_supported,
     check_wsl_container_driver_libs,
     check_container_no_gpu,
+    check_cuda_build_no_driver,
     check_virtual_mac,
     check_docker_desktop_vm,
     check_sandbox,

@@ -83,6 +83,9 @@ def check_stack_skew(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             if back is None:
                 continue
             pin = back + ".*"
+            if back == fmt_mm(major_minor(want)) and stack.get("equal_from") and \
+                    major_minor(want) >= major_minor(stack["equal_from"]):
+                pin = want  # the same release number on both sides: the exact one
         pins = " ".join(f"'{c}=={pin}'" for c, _ in bad)
         parsed = as_version(anchor_v)
         local = parsed.local if parsed is not None else None
