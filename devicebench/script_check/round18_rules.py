@@ -169,12 +169,17 @@ def _reduce_after_host_copy(ctx: Context) -> None:
 
 def _backward_loops(ctx: Context) -> list[ast.AST]:
     return [n for n in ast.walk(ctx.tree) if isinstance(n, LOOPS) and any(
-        isinstance(c, ast.Call) and last_name(c) == "backward" for c in walk(n.body))]
+        isinstance(c, ast.Call) and last_name(c) == "backward" for c in _own(n))]
+
+
+def _own(loop: ast.AST) -> list[ast.AST]:
+    """The loop's body, nested loops left out (what runs once per its own iteration)."""
+    return list(walk(loop.body, lambda x: isinstance(x, LOOPS)))  # type: ignore[attr-defined]
 
 
 def _item_in_backward_loop(ctx: Context) -> None:
     for loop in _backward_loops(ctx):
-        for c in walk(loop.body):
+        for c in _own(loop):
             if isinstance(c, ast.Call) and last_name(c) == "item" and not c.args and not any(
                     isinstance(p, ast.If) for p in _parents_to(ctx, c, loop)):
                 ctx.add_late("script.sync-in-step-loop", "info", c,
