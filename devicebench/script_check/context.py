@@ -11,6 +11,7 @@ import ast
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from devicebench.env.finding import Finding, Severity
 from devicebench.env.snapshot import EnvSnapshot
@@ -91,6 +92,7 @@ class Context:
                  directory: Path | None = None) -> None:
         self.tree, self.lines, self.filename, self.snapshot = tree, lines, filename, snapshot
         self.directory = directory
+        self.late: list[tuple[tuple[Any, ...], dict[str, str]]] = []  # add_late's findings
         self.cells = cells  # notebook: source line -> (cell number, line in the cell)
         self.found: dict[tuple[str, int], Finding] = {}
         self.aliases: dict[str, str] = {}
@@ -273,8 +275,16 @@ class Context:
             fid, severity, title, observed=seen, why=why or why0, fix=fix or fix0,
             source=source, location=self.locate(line), related=related))
 
+    def add_late(self, *args: Any, **fields: str) -> None:
+        """``add``, deferred until every rule has run: an ``info`` of a later round never
+        takes the place of an older rule's warning at the same id and line."""
+        self.late.append((args, fields))
+
     def findings(self) -> list[Finding]:
         """Findings sorted by line, then id."""
+        for args, fields in self.late:
+            self.add(*args, **fields)
+        self.late = []
         return [self.found[k] for k in sorted(self.found, key=lambda k: (k[1], k[0]))]
 
     # -- names ----------------------------------------------------------------------

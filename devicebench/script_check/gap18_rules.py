@@ -62,6 +62,9 @@ _GRADS = ("jax.grad", "jax.value_and_grad", "jax.vjp")
 
 def gap18_forms(ctx: Context) -> None:
     """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
+    from devicebench.script_check.round18_rules import round18_forms
+
+    round18_forms(ctx)  # round 18's dev forms (round18_rules.py, round18b_rules.py)
     _find_unused_strategy(ctx)
     if ctx.uses("torch"):
         _graph_breaks(ctx)
