@@ -35,6 +35,10 @@ from devicebench.env.checks.apple import (
     check_xla_off_apple,
 )
 from devicebench.env.checks.build_tags import check_build_tags
+from devicebench.env.checks.companions import (
+    check_companion_broken_release,
+    check_package_macos_minimum,
+)
 from devicebench.env.checks.extensions import (
     check_bnb_no_rocm,
     check_extension_cuda_home,
@@ -126,6 +130,11 @@ from devicebench.env.checks.stack import (
     check_stack_skew,
     check_windows_no_gpu,
 )
+from devicebench.env.checks.symbols import (
+    check_kernel_dso_mismatch,
+    check_sibling_symbol,
+    check_versioned_symbol,
+)
 from devicebench.env.checks.variants import (
     check_bnb_cuda_override,
     check_companion_variants,
@@ -148,18 +157,21 @@ Check = Callable[[EnvSnapshot, dict[str, Any]], list[Finding]]
 # Order matters only within a severity (sorting is stable): causes before symptoms.
 CHECKS: list[Check] = [
     check_rosetta,
+    check_package_macos_minimum,
     check_mps_macos_features,
     check_metal_compat,
     check_tensorflow_macos,
     check_multiple_tf,
     check_cuda_driver,
     check_driver_insufficient,
+    check_kernel_dso_mismatch,
     check_nvidia_smi_failed,
     check_stack_skew,
     check_jax_jaxlib,
     check_jax_plugin_release,
     check_jax_plugin_driver,
     check_requires,
+    check_companion_broken_release,
     check_addon_builds,
     check_backend_library_missing,
     check_placeholder_release,
@@ -175,6 +187,8 @@ CHECKS: list[Check] = [
     check_bnb_cuda_override,
     check_wsl_libcuda,
     check_nccl_older_than_torch,
+    check_versioned_symbol,
+    check_sibling_symbol,
     check_shadowed_wheel_libs,
     check_ld_path_shadow_risk,
     check_cudnn_loaded_older,

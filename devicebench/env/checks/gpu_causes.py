@@ -228,7 +228,7 @@ def apple_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) ->
                 (
                     f"PyTorch {probe.version}'s MPS backend needs macOS {mps.lstrip('>=')}+ "
                     f"(this is macOS {snap.host.macos_version})",
-                    f"upgrade macOS to {mps.lstrip('>=')} or newer (System Settings > General > "
+                    f"upgrade to macOS {mps.lstrip('>=')} or newer (System Settings > General > "
                     f"Software Update){keep}",
                     (),
                 )

@@ -231,7 +231,15 @@ def check_libdevice_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 # XLA's wording: "... older than the PTX compiler version (12.6.85)" in later releases,
 # "... older than the ptxas CUDA version (12.3.107)" before (jax-ml/jax#19821).
 _PTX_NEWER = re.compile(r"driver's CUDA version is (\d+\.\d+) which is older than the "
-                        r"(?:PTX compiler|ptxas CUDA) version \((\d+)\.(\d+)")
+                        r"(?:PTX compiler|ptxas CUDA) version \(?(\d+)\.(\d+)")
+
+
+def _driver_for(kb: KB, cuda: str) -> str:
+    """The Linux driver the CUDA toolkit release ships with, as ' (the 560 series: 560.28.03+)'."""
+    row = kb["cuda"]["toolkit_drivers"].get(cuda)
+    if not isinstance(row, list):
+        return ""
+    return f" (the {row[0].split('.')[0]} series: {row[0]} or newer)"
 
 
 def check_driver_older_than_ptxas(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -259,7 +267,8 @@ def check_driver_older_than_ptxas(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                  "or the first ptxas on PATH (a system CUDA's bin/). The driver must load what "
                  "it emits: with an older driver XLA compiles serially (slow first steps), and a "
                  "ptxas that does not match this jaxlib fails the compilation."),
-            fix=(f"update the NVIDIA driver to one for CUDA >= {ptx} (the message's advice); if "
+            fix=(f"update the NVIDIA driver to one for CUDA >= {ptx}{_driver_for(kb, ptx)} (the "
+                 "message's advice); if "
                  "`which ptxas` is a system CUDA's (e.g. /usr/local/cuda-*/bin), take that bin off "
                  "PATH so the wheel's ptxas runs"),
             source=kb["ptxas"]["source"],
