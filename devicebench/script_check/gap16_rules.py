@@ -29,6 +29,7 @@ from devicebench.script_check.form_rules import dataset_item_methods
 from devicebench.script_check.gap14_rules import forward_reach
 from devicebench.script_check.gap17_rules import gap17_forms
 from devicebench.script_check.gap18_rules import gap18_forms
+from devicebench.script_check.gap19_rules import gap19_forms, unpinned_siblings
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
@@ -43,6 +44,8 @@ def gap16_forms(ctx: Context) -> None:
     round16_forms(ctx)  # round 16's dev forms (round16_rules.py)
     gap17_forms(ctx)  # round 17's step 0 (gap17_rules.py; checks its imports)
     gap18_forms(ctx)  # round 18's step 0 (gap18_rules.py; checks its imports)
+    gap19_forms(ctx)  # round 19's step 0 (gap19_rules.py; checks its imports)
+    unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return
     _loader_over_cuda_dataset(ctx)

@@ -124,6 +124,9 @@ def _returns_compiled(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) 
         for r in walk(fn.body))
 
 
+_TRANSFORMS = ("jax.jit", "jax.vmap", "jax.pmap", "jax.grad", "jax.value_and_grad")
+
+
 def unjitted_jax_callee(ctx: Context) -> None:
     """``script.jax-host-op-in-loop`` for a function made of JAX ops, with no loop of its own,
     called by name per iteration but never jitted while the file jits other functions: its
@@ -142,9 +145,13 @@ def unjitted_jax_callee(ctx: Context) -> None:
                     ctx.compiler(d) for d in fn.decorator_list) or _returns_compiled(ctx, fn):
                 continue
             # its own body only: the ops of functions nested in it run when those are called
-            ops = [c for c in walk(fn.body) if isinstance(c, ast.Call) and (
-                ctx.resolve(c.func).startswith("jax.") or isinstance(c.func, ast.Attribute)
-                and c.func.attr in ("log_prob", "apply", "mean", "sum"))]
+            # a transformation (`jax.jit(jax.vmap(f))`) builds a function, dispatches nothing
+            wrapped = {id(m) for c in walk(fn.body) if isinstance(c, ast.Call)
+                       and ctx.resolve(c.func) in _TRANSFORMS for m in ast.walk(c)}
+            ops = [c for c in walk(fn.body) if isinstance(c, ast.Call) and id(c) not in wrapped
+                   and (ctx.resolve(c.func).startswith("jax.") or isinstance(
+                       c.func, ast.Attribute) and c.func.attr in ("log_prob", "apply", "mean",
+                                                                  "sum"))]
             if len(ops) < 2:
                 continue
             ctx.add("script.jax-host-op-in-loop", "warning", fn,
