@@ -73,7 +73,8 @@ written with the case before any rule for it:
   rules were frozen (08d1658): 10/23, then seen (round 20's step 0 studied its misses).
 * ``round19_cases.json`` (32): ``round19_split.json`` (seed 2043, committed with the cases
   before any check ran on them, 69d9fd6) into ``round19_dev`` (16), which round 20's rules are
-  written against, and ``round19_heldout`` (16), not scored until those rules are frozen.
+  written against, and ``round19_heldout`` (16), scored once after those rules were frozen
+  (1bc6b1c): 12/16.
 
 Run with ``-s`` to see the figures.
 """
@@ -216,6 +217,8 @@ ROUND18_HELDOUT_DIAGNOSED_AT_LEAST = 10  # of 23 (43%); a floor, not raised by l
 # misses: 17/23 now, seen)
 # round19_cases.json (32), split by round19_split.json before any check ran on it (69d9fd6):
 ROUND19_DEV_DIAGNOSED_AT_LEAST = 16  # of 16 (before its rules: 5/16)
+# round19_heldout: scored once, untouched, with the rules frozen (commit 1bc6b1c), 2026-12-04:
+ROUND19_HELDOUT_DIAGNOSED_AT_LEAST = 12  # of 16 (75%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -489,6 +492,9 @@ LATER_SETS = [
     ("round18", ROUND18_DEV, ROUND18_HELDOUT, "7/23",
      "scored once untouched at 10/23; seen since",
      ROUND18_DEV_DIAGNOSED_AT_LEAST, ROUND18_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round19", ROUND19_DEV, ROUND19_HELDOUT, "5/16",
+     "scored once untouched at 12/16, rules frozen at 1bc6b1c",
+     ROUND19_DEV_DIAGNOSED_AT_LEAST, ROUND19_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
