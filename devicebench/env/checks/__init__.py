@@ -135,6 +135,17 @@ from devicebench.env.checks.symbols import (
     check_sibling_symbol,
     check_versioned_symbol,
 )
+from devicebench.env.checks.toolkits import (
+    check_tf_capability_not_built,
+    check_toolkit_newer_than_driver_jit,
+)
+from devicebench.env.checks.unimported import (
+    check_cuda_major_package,
+    check_jetson_pypi_wheels,
+    check_loader_path_package,
+    check_prebuilt_torch_max,
+    check_tensorrt_execstack,
+)
 from devicebench.env.checks.variants import (
     check_bnb_cuda_override,
     check_companion_variants,
@@ -197,6 +208,13 @@ CHECKS: list[Check] = [
     check_triton_target,
     check_extension_cuda_home,
     check_env_cxx_older,
+    check_cuda_major_package,
+    check_loader_path_package,
+    check_prebuilt_torch_max,
+    check_tensorrt_execstack,
+    check_jetson_pypi_wheels,
+    check_tf_capability_not_built,
+    check_toolkit_newer_than_driver_jit,
     check_wheel_newer_than_os,
     check_wheel_libs_not_on_path,
     check_loader_needs,

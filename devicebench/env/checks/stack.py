@@ -334,7 +334,8 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         if not arch and not (said and said["arch"] == sm):
             continue
         variant = next((v for v in kb["torch_variants"]
-                        if any(runs_on(_sm(a), cc) for a in v["archs"])), None)
+                        if v.get("machine", snap.host.machine) == snap.host.machine
+                        and any(runs_on(_sm(a), cc) for a in v["archs"])), None)
         fix = (f"pip install --force-reinstall 'torch>={variant['min_torch']}' --index-url "
                f"https://download.pytorch.org/whl/{variant['index']}" if variant
                else "no PyTorch wheel has kernels for it: build from source, or use the CPU")
