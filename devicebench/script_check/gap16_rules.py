@@ -32,6 +32,7 @@ from devicebench.script_check.gap18_rules import gap18_forms
 from devicebench.script_check.gap19_rules import gap19_forms, unpinned_siblings
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
+from devicebench.script_check.round19_rules import round19_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
 
 _FACTORIES = ("torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange",
@@ -45,6 +46,7 @@ def gap16_forms(ctx: Context) -> None:
     gap17_forms(ctx)  # round 17's step 0 (gap17_rules.py; checks its imports)
     gap18_forms(ctx)  # round 18's step 0 (gap18_rules.py; checks its imports)
     gap19_forms(ctx)  # round 19's step 0 (gap19_rules.py; checks its imports)
+    round19_forms(ctx)  # round 19's dev forms (round19_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return
