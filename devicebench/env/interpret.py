@@ -181,6 +181,7 @@ def snapshot_from_raw(doc: dict) -> EnvSnapshot:
         env_vars=dict(doc.get("env_vars", {})),
         blas=build_dataclass(BlasInfo, doc.get("blas", {})),
         system_cuda_libs=cuda_libs_from_ldconfig(doc.get("ldconfig", "")),
+        libcuda_copies=libcuda_copies_from_ldconfig(doc.get("ldconfig", "")),
         env_cuda_libs=env_libs,
         wheel_cuda_libs=cuda_libs_in_dirs(doc.get("wheel_lib_listing", {})),
         ld_path_cuda_libs=cuda_libs_in_dirs(doc.get("ld_path_listing", {})),
@@ -262,6 +263,18 @@ def cuda_libs_from_ldconfig(text: str) -> dict[str, str]:
         if m and m.group(1).startswith(CUDA_LIB_PREFIXES) and True:
             found.setdefault(m.group(1), m.group(3))
     return dict(sorted(found.items()))
+
+
+def libcuda_copies_from_ldconfig(text: str) -> list[str]:
+    """Every path ``ldconfig -p`` lists for libcuda.so and libcuda.so.1, in its order.
+
+    Example:
+        >>> libcuda_copies_from_ldconfig("\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/wsl/lib/"
+        ...     "libcuda.so.1\\n\\tlibcuda.so (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so")
+        ['/usr/lib/wsl/lib/libcuda.so.1', '/lib/x86_64-linux-gnu/libcuda.so']
+    """
+    return [m.group(3) for line in text.splitlines()
+            if (m := _LDCONFIG_LINE.match(line)) and m.group(1) in ("libcuda.so", "libcuda.so.1")]
 
 
 def cuda_libs_in_dir(directory: str, names: Iterable[str]) -> dict[str, str]:

@@ -34,6 +34,7 @@ from devicebench.env.interpret import (
     cuda_libs_in_dirs,
     framework_probe_from_worker,
     host_from_raw,
+    libcuda_copies_from_ldconfig,
     nvidia_smi_from_output,
 )
 from devicebench.env.snapshot import (
@@ -302,6 +303,7 @@ def probe_host_layer() -> EnvSnapshot:
         devicebench_version=__version__,
         host=host,
         system_cuda_libs=system_libs,
+        libcuda_copies=libcuda_copies_from_ldconfig(read_ldconfig()),
         env_cuda_libs=env_libs,
         wheel_cuda_libs=cuda_libs_in_dirs(read_wheel_lib_listing()),
         ld_path_cuda_libs=cuda_libs_in_dirs(read_ld_path_listing(ld_path)),

@@ -215,6 +215,9 @@ class EnvSnapshot:
     # and those inside this Python's environment (conda: <prefix>/lib), which the
     # dynamic loader finds only through LD_LIBRARY_PATH.
     system_cuda_libs: dict[str, str] = field(default_factory=dict)
+    # Every path ldconfig's cache lists for libcuda.so / libcuda.so.1, in its order (the
+    # field above keeps the first only); [] in snapshots recorded before they were kept.
+    libcuda_copies: list[str] = field(default_factory=list)
     env_cuda_libs: dict[str, str] = field(default_factory=dict)
     # CUDA libraries pip wheels carry (site-packages/nvidia/*/lib), and the CUDA libraries in
     # the LD_LIBRARY_PATH directories (which the loader searches before RUNPATHs).

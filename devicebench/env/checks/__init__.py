@@ -87,6 +87,10 @@ from devicebench.env.checks.pairings import (
 )
 from devicebench.env.checks.pins import check_project_pins
 from devicebench.env.checks.pip_check import check_pip_requirements, drop_covered
+from devicebench.env.checks.ptxas_wsl import (
+    check_ptxas_older_than_gpu,
+    check_wsl_linux_libcuda_beside_loader,
+)
 from devicebench.env.checks.reported import (
     check_cudnn_loaded_older,
     check_driver_older_than_ptxas,
@@ -197,6 +201,7 @@ CHECKS: list[Check] = [
     check_cpu_beside_gpu_package,
     check_bnb_cuda_override,
     check_wsl_libcuda,
+    check_wsl_linux_libcuda_beside_loader,
     check_nccl_older_than_torch,
     check_versioned_symbol,
     check_sibling_symbol,
@@ -205,6 +210,7 @@ CHECKS: list[Check] = [
     check_cudnn_loaded_older,
     check_tf_system_cudnn_minor,
     check_driver_older_than_ptxas,
+    check_ptxas_older_than_gpu,
     check_triton_target,
     check_extension_cuda_home,
     check_env_cxx_older,
