@@ -226,7 +226,7 @@ ROUND19_HELDOUT_DIAGNOSED_AT_LEAST = 12  # of 16 (75%); a floor, not raised by l
 # (round 21's step 0, ptxas's own lines older than the GPU, onnxruntime-gpu's CUDA major per
 # release, a Linux driver's libcuda in WSL2 beside Numba, studied its misses: 16/16 now, seen)
 # round20_cases.json (34), split by round20_split.json before any check ran on it (c57b2a5):
-ROUND20_DEV_DIAGNOSED_AT_LEAST = 0  # of 17 (first check not yet run)
+ROUND20_DEV_DIAGNOSED_AT_LEAST = 13  # of 17 (before its rules: 6/17)
 
 
 def half_of(url: str) -> str:
@@ -536,7 +536,7 @@ def test_round20_dev_figure() -> None:
     """round20_dev alone: round 21's rules are written against it; its held-out half is not
     scored here until those rules are frozen."""
     dev_hit, dev_n, dev_missed = score(ROUND20_DEV)
-    print(f"\n  round20_dev: {dev_hit}/{dev_n}")
+    print(f"\n  round20_dev: {dev_hit}/{dev_n} (6/17 before its rules)")
     for url in dev_missed:
         print(f"  dev miss: {url}")
     assert dev_n == 17 and dev_hit >= ROUND20_DEV_DIAGNOSED_AT_LEAST
