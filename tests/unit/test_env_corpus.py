@@ -77,7 +77,8 @@ written with the case before any rule for it:
   (1bc6b1c): 12/16, then seen (round 21's step 0 studied its misses).
 * ``round20_cases.json`` (34): ``round20_split.json`` (seed 2044, committed with the cases
   before any check ran on them, c57b2a5) into ``round20_dev`` (17), which round 21's rules are
-  written against, and ``round20_heldout`` (17), not scored until those rules are frozen.
+  written against, and ``round20_heldout`` (17), scored once after those rules were frozen
+  (18becd0): 6/17.
 
 Run with ``-s`` to see the figures.
 """
@@ -227,6 +228,8 @@ ROUND19_HELDOUT_DIAGNOSED_AT_LEAST = 12  # of 16 (75%); a floor, not raised by l
 # release, a Linux driver's libcuda in WSL2 beside Numba, studied its misses: 16/16 now, seen)
 # round20_cases.json (34), split by round20_split.json before any check ran on it (c57b2a5):
 ROUND20_DEV_DIAGNOSED_AT_LEAST = 13  # of 17 (before its rules: 6/17)
+# round20_heldout: scored once, untouched, with the rules frozen (commit 18becd0), 2026-12-04:
+ROUND20_HELDOUT_DIAGNOSED_AT_LEAST = 6  # of 17 (35%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -511,6 +514,8 @@ LATER_SETS = [
     ("round19", ROUND19_DEV, ROUND19_HELDOUT, "5/16",
      "scored once untouched at 12/16; seen since",
      ROUND19_DEV_DIAGNOSED_AT_LEAST, ROUND19_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round20", ROUND20_DEV, ROUND20_HELDOUT, "6/17", "scored once untouched at 6/17",
+     ROUND20_DEV_DIAGNOSED_AT_LEAST, ROUND20_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
