@@ -236,7 +236,12 @@ def nvidia_smi_from_output(header: str | None, rows: str | None, output: str = "
             mem = int(parts[2]) if parts[2].isdigit() else None
             cc = parts[3] if len(parts) > 3 and parts[3] not in ("[N/A]", "N/A") else ""
             smi.gpus.append(NvidiaGpu(int(parts[0]), parts[1], mem, cc))
+    smi.compute_modes = _COMPUTE_MODE.findall(f"{header}\n{output}")
     return smi
+
+
+# The last column of a GPU's second table line: "| 0%  Default |", "| 0%  E. Process |".
+_COMPUTE_MODE = re.compile(r"\d+%\s+(Default|E\. Process|E\. Thread|Prohibited)\s+\|")
 
 
 # Libraries a CUDA build of a framework dlopens (sonames start with these).

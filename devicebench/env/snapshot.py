@@ -128,6 +128,9 @@ class NvidiaSmi:
     cuda_version: str = ""  # the newest CUDA the driver supports
     gpus: list[NvidiaGpu] = field(default_factory=list)
     error: str = ""  # nvidia-smi present but failed
+    # Each GPU's compute mode as its table prints it ("Default", "E. Process", "Prohibited"),
+    # in index order; [] where the table was not read (snapshots recorded before round 21).
+    compute_modes: list[str] = field(default_factory=list)
 
 
 @dataclass

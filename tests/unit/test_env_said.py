@@ -85,6 +85,9 @@ SAMPLES = {
         "jax", "Unable to initialize backend 'cuda': Found cuSOLVER version 11002, but JAX was "
                "built against version 11401, which is newer. The copy of cuSOLVER that is "
                "installed must be at least as new as the version against which JAX was built."),
+    "windows.path-too-long": (  # round 21 (TensorRT#4288)
+        "torch", "ERROR: Could not install packages due to an OSError: [WinError 206] The "
+                 "filename or extension is too long: 'C:\\a\\torch-2.13.0.dist-info'"),
 }
 
 # What healthy machines print: no row may match it.

@@ -124,6 +124,11 @@ from devicebench.env.checks.said import (
     check_framework_says,
     drop_said_covered,
 )
+from devicebench.env.checks.shared_hosts import (
+    check_gpu_devices_busy,
+    check_release_platform_bug,
+    check_windows_compile_no_triton,
+)
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
     check_jax_jaxlib,
@@ -221,6 +226,9 @@ CHECKS: list[Check] = [
     check_jetson_pypi_wheels,
     check_tf_capability_not_built,
     check_toolkit_newer_than_driver_jit,
+    check_gpu_devices_busy,
+    check_windows_compile_no_triton,
+    check_release_platform_bug,
     check_wheel_newer_than_os,
     check_wheel_libs_not_on_path,
     check_loader_needs,

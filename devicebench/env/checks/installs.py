@@ -386,6 +386,8 @@ def check_platform_ceiling(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             continue
         if snap.host.rosetta or snap.has(entry["framework"]):
             continue
+        if entry.get("alone") and any(snap.has(d) for d in ("torch", "tensorflow", "jax")):
+            continue  # said only where no framework is installed
         name = DISPLAY.get(entry["framework"], entry["framework"])
         pins = f"'{entry['framework']}=={entry['last']}'"
         numpy = snap.version_of("numpy")

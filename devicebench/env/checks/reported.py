@@ -193,6 +193,14 @@ def check_nccl_older_than_torch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                + (f"'nvidia-nccl-cu12=={pin}'" if pin else "nvidia-nccl-cu12")
                + ("  # or a torch release built for the older NCCL (torch 2.1.2 for NCCL "
                   "2.18)" if pin == "2.19.3" else ""))
+    back = entry.get("for_nccl", {}).get(wheel, "")
+    back_v = as_version(back)
+    source = entry["source"]
+    if back_v is not None and not old_wheel and v is not None and v.release > back_v.release:
+        source += " ; " + entry["for_nccl_source"]
+        fix += (f"; or keep this environment's NCCL (nvidia-nccl-cu12 {wheel}, the CUDA 12 "
+                f"stack's) and install the torch release that pins it: pip install "
+                f"'torch=={back}'")
     return [Finding(
         "torch.nccl-older-than-build", "error",
         f"torch {have} needs {need}; an older libnccl.so.2 was loaded",
@@ -203,7 +211,7 @@ def check_nccl_older_than_torch(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             "nvidia-nccl-cu12 pin) and call functions added in it; an older NCCL found first "
             "(another package's copy, an older wheel, a system NCCL) lacks them, so torch "
             "cannot load.",
-        fix=fix, source=entry["source"])]
+        fix=fix, source=source)]
 
 
 def check_libdevice_missing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
