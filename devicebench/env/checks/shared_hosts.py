@@ -96,7 +96,7 @@ def check_windows_compile_no_triton(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     if any(snap.has(d) for d in entry["dists"]):
         return []
     return [Finding(
-        "torch.compile-no-triton-on-windows", "warning",
+        "torch.compile-no-triton-on-windows", "info",
         "torch.compile will fail here: no Triton on native Windows (the GPU itself works)",
         observed=f"Windows, torch {probe.version} (CUDA {probe.build.get('cuda_version', '?')}) "
                  "sees the GPU; no triton / triton-windows installed",
