@@ -34,6 +34,7 @@ from devicebench.script_check.gap20_rules import gap20_forms
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.round19_rules import round19_forms
+from devicebench.script_check.round20_rules import round20_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
 
 _FACTORIES = ("torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange",
@@ -49,6 +50,7 @@ def gap16_forms(ctx: Context) -> None:
     gap19_forms(ctx)  # round 19's step 0 (gap19_rules.py; checks its imports)
     round19_forms(ctx)  # round 19's dev forms (round19_rules.py; checks its imports)
     gap20_forms(ctx)  # round 20's step 0 (gap20_rules.py; checks its imports)
+    round20_forms(ctx)  # round 20's dev forms (round20_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return
