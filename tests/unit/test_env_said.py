@@ -88,6 +88,14 @@ SAMPLES = {
     "windows.path-too-long": (  # round 21 (TensorRT#4288)
         "torch", "ERROR: Could not install packages due to an OSError: [WinError 206] The "
                  "filename or extension is too long: 'C:\\a\\torch-2.13.0.dist-info'"),
+    "windows.path-too-long-likely": (  # round 22 step 0 (light-the-torch#176); a Windows row
+        "torch", "ERROR: Could not install packages due to an OSError: [Errno 2] No such file "
+                 "or directory: 'C:\\\\env\\\\Lib\\\\site-packages\\\\torch-2.13.0.dist-info"
+                 "\\\\licenses\\\\third_party\\\\LICENSE'"),
+    "bitsandbytes.no-library-for-cuda": (  # round 22 step 0 (bitsandbytes#934)
+        "torch", "CUDA SETUP: Detected CUDA version 122\nCUDA SETUP: Required library version "
+                 "not found: libbitsandbytes_cuda122_nocublaslt.so. Maybe you need to compile "
+                 "it from source?"),
 }
 
 # What healthy machines print: no row may match it.
@@ -105,9 +113,10 @@ HEALTHY_SAID = (
 )
 
 
-def _snap(framework: str, stderr: str, dists: dict[str, str] | None = None) -> EnvSnapshot:
+def _snap(framework: str, stderr: str, dists: dict[str, str] | None = None,
+          system: str = "Linux") -> EnvSnapshot:
     version = {"torch": "2.3.1+cu121", "tensorflow": "2.15.0", "jax": "0.4.28"}[framework]
-    raw = {"host": {"system": "Linux", "machine": "x86_64", "python_version": "3.11.9"},
+    raw = {"host": {"system": system, "machine": "x86_64", "python_version": "3.11.9"},
            "distributions": {framework: version, "numpy": "2.0.0", **(dists or {})},
            "frameworks": {framework: {
                "status": "ok", "stderr": stderr,
@@ -131,7 +140,8 @@ def test_every_row_has_a_sample_and_a_source() -> None:
 @pytest.mark.parametrize("rid", sorted(SAMPLES))
 def test_each_row_reads_its_sentence_and_quotes_it(rid: str) -> None:
     framework, text = SAMPLES[rid]
-    found = {f.id: f for f in check_framework_says(_snap(framework, text), KB)}
+    system = ROWS[rid].get("os", "Linux")  # a row for one OS's messages is read there only
+    found = {f.id: f for f in check_framework_says(_snap(framework, text, system=system), KB)}
     assert rid in found, found
     f = found[rid]
     assert "printed: \"" in f.observed and f.fix and "{" not in f.title + f.fix + f.why

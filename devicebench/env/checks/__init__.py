@@ -148,6 +148,11 @@ from devicebench.env.checks.toolkits import (
     check_tf_capability_not_built,
     check_toolkit_newer_than_driver_jit,
 )
+from devicebench.env.checks.triton_tpu import (
+    check_jax_tpu_node,
+    check_torch_triton_pairing,
+    check_triton_libcuda_not_found,
+)
 from devicebench.env.checks.unimported import (
     check_cuda_major_package,
     check_jetson_pypi_wheels,
@@ -207,6 +212,9 @@ CHECKS: list[Check] = [
     check_bnb_cuda_override,
     check_wsl_libcuda,
     check_wsl_linux_libcuda_beside_loader,
+    check_triton_libcuda_not_found,
+    check_torch_triton_pairing,
+    check_jax_tpu_node,
     check_nccl_older_than_torch,
     check_versioned_symbol,
     check_sibling_symbol,

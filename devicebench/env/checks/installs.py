@@ -377,9 +377,9 @@ def check_loader_needs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
 
 
 def check_platform_ceiling(snap: EnvSnapshot, kb: KB) -> list[Finding]:
-    """A platform whose last wheels of a framework are an old release (Intel Macs: torch
-    2.2.2) and the framework absent -> warning naming that release, with a Python and NumPy it
-    installs with. Rosetta on Apple Silicon is env.rosetta's (an arm64 Python gets new wheels)."""
+    """A platform whose last wheels of a framework are an old release (Intel Macs: torch 2.2.2)
+    and the framework absent -> warning naming it (and the first without), with a Python and
+    NumPy it installs with; Rosetta on Apple Silicon is env.rosetta's."""
     out: list[Finding] = []
     for entry in kb.get("platform_ceilings", []):
         if snap.host.os != entry["os"] or snap.host.machine != entry["machine"]:
@@ -400,16 +400,15 @@ def check_platform_ceiling(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                    f"{entry['last']} has wheels for Python {entry['python']}, not {py}")
         out.append(Finding(
             "platform.last-release",
-            "warning",
-            f"{name} stopped publishing wheels for {entry['what']} after {entry['last']}",
+            "warning", f"{name} stopped publishing wheels for {entry['what']} after "
+            f"{entry['last']}" + (f": {entry['first_without']} and later have none"
+                                  if entry.get("first_without") else ""),
             observed=(f"{snap.host.os} {snap.host.machine} (not Rosetta), Python {py or '?'}; "
                       f"{entry['framework']} not installed"),
             why=(f"pip finds no {name} newer than {entry['last']} for {snap.host.machine} "
                  f"macOS: 'No matching distribution' for a newer pin is the platform, not the "
                  "index. Newer releases need an arm64 Mac, another machine, or a source build."),
-            fix=fix,
-            source=entry["source"],
-        ))
+            fix=fix, source=entry["source"]))
     return out
 
 

@@ -76,13 +76,16 @@ def check_framework_says(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """Each ``[[framework_says]]`` sentence a framework printed, quoted, with its cause/fix.
 
     A row applies when its ``pattern`` matches a framework's kept output, the framework is
-    one of the row's ``frameworks`` (all when absent), no distribution in
+    one of the row's ``frameworks`` (all when absent), the host is the row's ``os`` (any when
+    absent), no distribution in
     ``unless_installed`` is installed and no row named in ``unless_said`` matched; one
     finding per row, naming every framework that said it.
     """
     rows = kb.get("framework_says", [])
     hits: dict[str, tuple[dict, list[str], dict[str, str], str]] = {}
     for row in rows:
+        if row.get("os", snap.host.os) != snap.host.os:
+            continue  # a row for one OS's messages (Windows' path limit)
         for name, probe in snap.frameworks.items():
             if row.get("frameworks") and name not in row["frameworks"]:
                 continue
