@@ -81,7 +81,8 @@ written with the case before any rule for it:
   (18becd0): 6/17, then seen (round 22's step 0 studied its misses).
 * ``round21_cases.json`` (33): ``round21_split.json`` (seed 2045, committed with the cases
   before any check ran on them, 2c4086e) into ``round21_dev`` (16), which round 22's rules are
-  written against, and ``round21_heldout`` (17), scored once after those rules are frozen.
+  written against, and ``round21_heldout`` (17), scored once after those rules were frozen
+  (5e6dfaa): 5/17.
 
 Run with ``-s`` to see the figures.
 """
@@ -241,6 +242,8 @@ ROUND20_HELDOUT_DIAGNOSED_AT_LEAST = 6  # of 17 (35%); a floor, not raised by la
 # 12/17 now, seen)
 # round21_cases.json (33), split by round21_split.json before any check ran on it (2c4086e):
 ROUND21_DEV_DIAGNOSED_AT_LEAST = 16  # of 16 (before its rules: 10/16)
+# round21_heldout: scored once, untouched, with the rules frozen (commit 5e6dfaa), 2026-12-04:
+ROUND21_HELDOUT_DIAGNOSED_AT_LEAST = 5  # of 17 (29%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -535,6 +538,9 @@ LATER_SETS = [
      ROUND19_DEV_DIAGNOSED_AT_LEAST, ROUND19_HELDOUT_DIAGNOSED_AT_LEAST),
     ("round20", ROUND20_DEV, ROUND20_HELDOUT, "6/17", "scored once untouched at 6/17; seen since",
      ROUND20_DEV_DIAGNOSED_AT_LEAST, ROUND20_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round21", ROUND21_DEV, ROUND21_HELDOUT, "10/16",
+     "scored once untouched with the rules frozen at 5e6dfaa",
+     ROUND21_DEV_DIAGNOSED_AT_LEAST, ROUND21_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
