@@ -39,6 +39,7 @@ from devicebench.env.checks.companions import (
     check_companion_broken_release,
     check_package_macos_minimum,
 )
+from devicebench.env.checks.ext_pins import check_extension_torch_build
 from devicebench.env.checks.extensions import (
     check_bnb_no_rocm,
     check_extension_cuda_home,
@@ -215,6 +216,7 @@ CHECKS: list[Check] = [
     check_triton_libcuda_not_found,
     check_torch_triton_pairing,
     check_jax_tpu_node,
+    check_extension_torch_build,
     check_nccl_older_than_torch,
     check_versioned_symbol,
     check_sibling_symbol,

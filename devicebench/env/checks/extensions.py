@@ -74,9 +74,10 @@ def check_extension_cuda_home(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     probe = ok_probe(snap, "torch")
     toolkit = _toolkit_cuda(snap)
     built = str(probe.build.get("cuda_version") or "") if probe is not None else ""
-    if not builders or not toolkit or not built or \
-            major_minor(toolkit)[:1] == major_minor(built)[:1]:
+    if not builders or not toolkit or not built or toolkit == built:
         return []
+    if major_minor(toolkit)[:1] == major_minor(built)[:1]:
+        return _minor_mismatch(snap, builders, toolkit, built, entry)
     index = entry["torch_index"].get(str(major_minor(toolkit)[0]), "")
     names = ", ".join(f"{d} {snap.version_of(d)}" for d in builders)
     return [Finding(
@@ -95,6 +96,32 @@ def check_extension_cuda_home(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             + f"or point CUDA_HOME at a CUDA {built} toolkit (export "
               f"CUDA_HOME=/usr/local/cuda-{built}), then reinstall {builders[0]}",
         source=entry["source"])]
+
+
+def _minor_mismatch(snap: EnvSnapshot, builders: list[str], toolkit: str, built: str,
+                    entry: dict) -> list[Finding]:
+    """The same CUDA major, another minor: torch's builder only warns, but an extension
+    compiled here (or a prebuilt wheel chosen for CUDA_HOME's release) then fails to load."""
+    index = "cu" + toolkit.replace(".", "")
+    names = ", ".join(f"{d} {snap.version_of(d)}" for d in builders)
+    # a warning only for builders seen to fail at a minor mismatch; the others (DeepSpeed's
+    # JIT ops, ...) commonly work there, and a warning on each such machine would be noise
+    seen = [d for d in builders if d in entry.get("minor_dists", [])]
+    builders = seen + [d for d in builders if d not in seen]
+    return [Finding(
+        "cuda.extension-toolkit-minor", "warning" if seen else "info",
+        f"CUDA_HOME's toolkit (CUDA {toolkit}) is not torch's CUDA ({built}): {builders[0]}'s "
+        "CUDA extension may not build or load",
+        observed=f"{names}; CUDA_HOME/CUDA_PATH names CUDA {toolkit}; torch "
+                 f"{snap.version_of('torch')} was built with CUDA {built}",
+        why="These packages compile CUDA extensions against the installed torch with the "
+            "toolkit under CUDA_HOME; at a minor mismatch torch's builder only warns, and the "
+            "extension (or a wheel chosen for the toolkit's CUDA) then fails to build or to "
+            "load ('CUDA extension not installed').",
+        fix=f"install the torch built for CUDA {toolkit}: pip install --force-reinstall torch "
+            f"--index-url https://download.pytorch.org/whl/{index}, then reinstall "
+            f"{builders[0]}; or point CUDA_HOME at a CUDA {built} toolkit",
+        source=entry.get("minor_source", entry["source"]))]
 
 
 def check_bnb_no_rocm(snap: EnvSnapshot, kb: KB) -> list[Finding]:

@@ -317,6 +317,9 @@ def check_gpu_arch_in_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             if d.compute_capability]
     if not gpus and said:
         gpus = [(said["gpu"], said["arch"][3:-1] + "." + said["arch"][-1])]
+    if not gpus and probe.gpu_devices and snap.nvidia_smi:  # torch's devices lack it
+        gpus = [(g.name, g.compute_capability) for g in snap.nvidia_smi.gpus
+                if g.compute_capability]
     # The worker's own first CUDA op is the observation: when it failed with "no kernel
     # image", the build's PTX did not cover the GPU, whatever the arch list suggests.
     no_kernel = "no kernel image is available" in str(probe.extra.get("first_use_error", ""))
