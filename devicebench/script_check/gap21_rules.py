@@ -175,11 +175,21 @@ def _assign_form(ctx: Context, a: ast.Assign) -> None:
         loop is not None and isinstance(t.value, ast.Name)) else []
     last = max(before, key=lambda v: v.lineno) if before else None  # what the loop writes into
     if _names(idx) & _loop_vars(ctx, a) and isinstance(last, ast.Call) and ctx.resolve(
-            last.func).startswith("torch.") and keyword(last, "device") is not None:
+            last.func).startswith("torch.") and keyword(last, "device") is not None and (
+            not _loop_reported(ctx, a)) and per_batch(ctx, fn.body[0]):  # the function
         ctx.add_late("script.per-sample-python-loop", "info", a, "a device tensor written "
                      "element by element in a Python loop: one kernel launch per element",
                      what=ctx.code(a.lineno), fix="build the values on the host and copy them "
                      "once, or scatter them in one call (`t.index_put_`/`scatter_`)")
+
+
+def _loop_reported(ctx: Context, node: ast.AST) -> bool:
+    """An older rule already reports a loop around ``node`` as a per-sample loop."""
+    fid = "script.per-sample-python-loop"
+    lines = {p.lineno for p in ast.walk(ctx.enclosing(node, _FUNCS) or ctx.tree)
+             if isinstance(p, LOOPS) and node in ast.walk(p)}
+    return any((fid, n) in ctx.found for n in lines) or any(
+        args[0] == fid and getattr(args[2], "lineno", 0) in lines for args, _ in ctx.late)
 
 
 def _assigned(fn: ast.AST, name: str) -> list[ast.expr]:

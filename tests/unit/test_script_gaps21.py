@@ -237,6 +237,9 @@ _BIAS = """\
             for key, value in req.bias.items():
                 bias[i, int(key)] = value
         return bias
+
+    while scheduler.busy():
+        logits = model(batch) + build_bias(batch.reqs, vocab, "cuda")
 """
 
 
@@ -249,6 +252,8 @@ def test_device_tensor_written_element_by_element() -> None:
         "        return bias", "        bias = torch.tensor(bias, device=device)\n"
                              "        return bias")
     assert ids_at(numpy, "script.per-sample-python-loop") == []
+    once = _BIAS.replace("while scheduler.busy():", "if scheduler.busy():")
+    assert ids_at(once, "script.per-sample-python-loop") == []
 
 
 _PERMUTED = """\
