@@ -31,6 +31,7 @@ from devicebench.script_check.gap17_rules import gap17_forms
 from devicebench.script_check.gap18_rules import gap18_forms
 from devicebench.script_check.gap19_rules import gap19_forms, unpinned_siblings
 from devicebench.script_check.gap20_rules import gap20_forms
+from devicebench.script_check.gap21_rules import gap21_forms
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.round19_rules import round19_forms
@@ -51,6 +52,7 @@ def gap16_forms(ctx: Context) -> None:
     round19_forms(ctx)  # round 19's dev forms (round19_rules.py; checks its imports)
     gap20_forms(ctx)  # round 20's step 0 (gap20_rules.py; checks its imports)
     round20_forms(ctx)  # round 20's dev forms (round20_rules.py; checks its imports)
+    gap21_forms(ctx)  # round 21's step 0 (gap21_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return

@@ -28,8 +28,11 @@ older warning's place).
   per build (``script.recompile-shapes``; dionhaefner, google-deepmind/optax#353, 2022);
 - a torch-compiled function that calls ``opt.step()`` while an LR scheduler drives ``opt``
   and the lr is a Python float (any scheduler), or a tensor reset to floats by
-  ``ReduceLROnPlateau`` (``script.recompile-shapes``; janeyx99, pytorch/pytorch#120934,
-  2024, pointing to #107076; filipviz, pytorch/pytorch#163093, 2025);
+  ``ReduceLROnPlateau``, or a tensor while ``OneCycleLR``/``CyclicLR`` (``cycle_momentum``)
+  rewrite float betas/momentum each step (round 21, step 0: ``gap21_rules.cycles_momentum``)
+  (``script.recompile-shapes``; janeyx99, pytorch/pytorch#120934,
+  2024, pointing to #107076; filipviz, pytorch/pytorch#163093, 2025; patrick-botco,
+  pytorch/pytorch#133898, 2024);
 - ``jax.vmap``/``jax.grad``/``value_and_grad`` of a nested ``def`` applied inline in a
   function defined in a loop or called per iteration, outside jit: the transform of a new
   closure, run op by op, per call (``script.jit-in-loop``; mofeing, bsc-quantic/tn4ml#9, 2023);
@@ -60,6 +63,7 @@ from devicebench.script_check.ast_tools import LOOPS, const, keyword, last_name,
 from devicebench.script_check.context import Context
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.gap18_rules import _traced_functions
+from devicebench.script_check.gap21_rules import cycles_momentum
 from devicebench.script_check.loop_rules import _jitted_functions, _static_params
 from devicebench.script_check.round18_rules import per_iteration
 
@@ -186,7 +190,8 @@ def _compiled_step_with_scheduler(ctx: Context) -> None:
                 isinstance(v, ast.Call) and ctx.resolve(v.func) == "torch.tensor"
                 for v in ctx.assigns.get(x.id, [])) for x in lr)
             hit = [s for s in scheds if s.args and ast.unparse(s.args[0]) == opt and (
-                not tensor or last_name(s) == "ReduceLROnPlateau")]
+                not tensor or last_name(s) == "ReduceLROnPlateau"
+                or cycles_momentum(ctx, s, opt))]
             if not hit:
                 continue
             for call in ctx.calls():
@@ -194,8 +199,9 @@ def _compiled_step_with_scheduler(ctx: Context) -> None:
                         and ctx.enclosing(call, LOOPS) is not None):
                     ctx.add_late("script.recompile-shapes", "info", call,
                                  f"`{fn.name}` compiles `{opt}.step()`, and "
-                                 f"`{last_name(hit[0])}` writes a new Python-float lr into "
-                                 f"`{opt}` : each new value is a constant of the graph",
+                                 f"`{last_name(hit[0])}` writes a new Python-float "
+                                 f"{'betas/momentum' if tensor else 'lr'} into `{opt}` : each "
+                                 "new value is a constant of the graph",
                                  how="`torch.compile`",
                                  fixtext="wrap the lr in a tensor (`lr=torch.tensor(3e-4)`) "
                                          "with a scheduler that keeps it one "
