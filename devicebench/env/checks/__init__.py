@@ -80,6 +80,11 @@ from devicebench.env.checks.installs import (
     check_windows_dll_load,
     check_wsl_libcuda,
 )
+from devicebench.env.checks.lib_pairs import (
+    check_bitsandbytes_windows,
+    check_jax_cuda_plugin_without_gpu,
+    check_library_pairing,
+)
 from devicebench.env.checks.nvidia_builds import check_driver_insufficient
 from devicebench.env.checks.pairings import (
     check_conda_cpu_build,
@@ -217,6 +222,9 @@ CHECKS: list[Check] = [
     check_torch_triton_pairing,
     check_jax_tpu_node,
     check_extension_torch_build,
+    check_library_pairing,
+    check_jax_cuda_plugin_without_gpu,
+    check_bitsandbytes_windows,
     check_nccl_older_than_torch,
     check_versioned_symbol,
     check_sibling_symbol,
