@@ -36,6 +36,7 @@ from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.round19_rules import round19_forms
 from devicebench.script_check.round20_rules import round20_forms
+from devicebench.script_check.round21_rules import round21_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
 
 _FACTORIES = ("torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange",
@@ -53,6 +54,7 @@ def gap16_forms(ctx: Context) -> None:
     gap20_forms(ctx)  # round 20's step 0 (gap20_rules.py; checks its imports)
     round20_forms(ctx)  # round 20's dev forms (round20_rules.py; checks its imports)
     gap21_forms(ctx)  # round 21's step 0 (gap21_rules.py; checks its imports)
+    round21_forms(ctx)  # round 21's dev forms (round21_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return

@@ -234,6 +234,9 @@ def test_item_in_a_flax_call_and_an_unjitted_apply() -> None:
     assert 7 in ids_at(_FLAX, "script.jax-host-op-in-loop")
     assert ids_at(_FLAX, "script.hot-function-not-compiled") == [12]
     jitted = _FLAX.replace("model = Net()", "model = Net()\n    f = jax.jit(model.apply)")
+    # the wrapper is called by the loop (a wrapper left unused while the loop calls
+    # model.apply is round 21's jit-left-unused form, blackjax#711)
+    jitted = jitted.replace("out = model.apply(", "out = f(")
     assert ids_at(jitted, "script.hot-function-not-compiled") == []
     assert 7 not in ids_at(_FLAX.replace("r.item()", "r"), "script.jax-host-op-in-loop")
 
