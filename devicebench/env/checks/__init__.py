@@ -39,6 +39,14 @@ from devicebench.env.checks.companions import (
     check_companion_broken_release,
     check_package_macos_minimum,
 )
+from devicebench.env.checks.ext_builds import (
+    check_arch_list_excludes_gpu,
+    check_conda_channel_mix,
+    check_cuda_home_major,
+    check_index_placeholder,
+    check_jax_runtime_newer_than_driver,
+    check_local_tag_torch,
+)
 from devicebench.env.checks.ext_pins import check_extension_torch_build
 from devicebench.env.checks.extensions import (
     check_bnb_no_rocm,
@@ -236,6 +244,12 @@ CHECKS: list[Check] = [
     check_ptxas_older_than_gpu,
     check_triton_target,
     check_extension_cuda_home,
+    check_cuda_home_major,
+    check_arch_list_excludes_gpu,
+    check_local_tag_torch,
+    check_conda_channel_mix,
+    check_jax_runtime_newer_than_driver,
+    check_index_placeholder,
     check_env_cxx_older,
     check_cuda_major_package,
     check_loader_path_package,

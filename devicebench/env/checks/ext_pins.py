@@ -16,9 +16,11 @@ from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
 
-def _row_for(dist: str, version: str, kb: KB) -> dict | None:
+def _row_for(dist: str, version: str, kb: KB, os_name: str = "") -> dict | None:
     base = version.split("+")[0]
     for row in kb.get("extension_torch_builds", []):
+        if row.get("os", os_name) != os_name:  # a row for one OS's wheels only
+            continue
         if row["dist"] == dist and base in row["releases"]:
             return row
     return None
@@ -33,7 +35,7 @@ def check_extension_torch_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     out = []
     for dist in sorted({r["dist"] for r in kb.get("extension_torch_builds", [])}):
         version = snap.version_of(dist)
-        row = _row_for(dist, version, kb) if version else None
+        row = _row_for(dist, version, kb, snap.host.os) if version else None
         if row is None:
             continue
         top = row.get("torch_max", "")

@@ -43,6 +43,13 @@ def check_library_pairing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         mine, theirs = _version(snap, row["dist"]), _version(snap, row["partner"])
         if not (matches(mine, row["spec"]) and matches(theirs, row["partner_spec"])):
             continue
+        if row.get("effect"):  # a pair that imports but fails at run time (round 23)
+            out.append(Finding(
+                "package.pairing-mismatch", "warning",
+                f"{row['dist']} {mine} {row['effect']} {row['partner']} {theirs}",
+                observed=f"{row['dist']} {mine} beside {row['partner']} {theirs}",
+                why=row["why"], fix=row["fix"], source=row["source"]))
+            continue
         out.append(Finding(
             "package.pairing-mismatch", "warning",
             f"{row['dist']} {mine} does not import with {row['partner']} {theirs}",
