@@ -32,6 +32,7 @@ from devicebench.script_check.gap18_rules import gap18_forms
 from devicebench.script_check.gap19_rules import gap19_forms, unpinned_siblings
 from devicebench.script_check.gap20_rules import gap20_forms
 from devicebench.script_check.gap21_rules import gap21_forms
+from devicebench.script_check.gap22_rules import gap22_forms
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.round19_rules import round19_forms
@@ -55,6 +56,7 @@ def gap16_forms(ctx: Context) -> None:
     round20_forms(ctx)  # round 20's dev forms (round20_rules.py; checks its imports)
     gap21_forms(ctx)  # round 21's step 0 (gap21_rules.py; checks its imports)
     round21_forms(ctx)  # round 21's dev forms (round21_rules.py; checks its imports)
+    gap22_forms(ctx)  # round 22's step 0 (gap22_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return
