@@ -313,6 +313,15 @@ class Context:
             cur = self.parents.get(cur)
         return cur
 
+    def between(self, node: ast.AST, stop: ast.AST) -> list[ast.AST]:
+        """The ancestors of ``node`` below ``stop``, nearest first (all, if ``stop`` is
+        not an ancestor)."""
+        out, cur = [], self.parents.get(node)
+        while cur is not None and cur is not stop:
+            out.append(cur)
+            cur = self.parents.get(cur)
+        return out
+
     # -- search ---------------------------------------------------------------------
     def gpu_device_scopes(self) -> Iterator[tuple[ast.With, str]]:
         """Every ``with tf.device("...GPU...")`` block, with the device string."""

@@ -64,7 +64,7 @@ def gc_collect_per_item(ctx: Context) -> None:
             if not (isinstance(n, ast.Call) and ctx.resolve(n.func) == "gc.collect"):
                 continue
             if method.name == "__iter__" and not any(
-                    isinstance(a, LOOPS) for a in _up(ctx, n, method)):
+                    isinstance(a, LOOPS) for a in ctx.between(n, method)):
                 continue  # once per pass over the data, not per item
             k = _divisor(ctx, n, method)
             if isinstance(k, ast.Constant):
@@ -77,14 +77,6 @@ def gc_collect_per_item(ctx: Context) -> None:
                         "(NVIDIA/Megatron-Energon#66 made it configurable and rare)",
                     fix="remove it, or call it every few thousand items (a counter and "
                         "`if n % 10_000 == 0:`); the loader's workers free their batches anyway")
-
-
-def _up(ctx: Context, node: ast.AST, stop: ast.AST) -> list[ast.AST]:
-    out, cur = [], ctx.parents.get(node)
-    while cur is not None and cur is not stop:
-        out.append(cur)
-        cur = ctx.parents.get(cur)
-    return out
 
 
 def _compiling_factory(ctx: Context, dec: ast.AST) -> str:

@@ -181,20 +181,12 @@ def _item_in_backward_loop(ctx: Context) -> None:
     for loop in _backward_loops(ctx):
         for c in _own(loop):
             if isinstance(c, ast.Call) and last_name(c) == "item" and not c.args and not any(
-                    isinstance(p, ast.If) for p in _parents_to(ctx, c, loop)):
+                    isinstance(p, ast.If) for p in ctx.between(c, loop)):
                 ctx.add_late("script.sync-in-step-loop", "info", c,
                         f"`.item()` in the loop at {ctx.line(loop.lineno)}, which runs a "
                         "backward pass every iteration: one host sync per value, per pass",
                         fixtext="keep the detached values on the device and read them "
                                 "once after the loop (`torch.stack(vals).cpu()`)")
-
-
-def _parents_to(ctx: Context, node: ast.AST, stop: ast.AST) -> list[ast.AST]:
-    out, cur = [], ctx.parents.get(node)
-    while cur is not None and cur is not stop:
-        out.append(cur)
-        cur = ctx.parents.get(cur)
-    return out
 
 
 def _metric_names(ctx: Context) -> set[str]:
@@ -217,7 +209,7 @@ def _metric_compute_per_step(ctx: Context) -> None:
                 and ast.unparse(c.func.value) in metrics):
             continue
         fn = scope_of(ctx, c)
-        if any(isinstance(p, ast.If) for p in _parents_to(ctx, c, fn)):
+        if any(isinstance(p, ast.If) for p in ctx.between(c, fn)):
             continue
         steps = any(ctx.is_step(x) for x in ctx.calls([fn])) if fn is not ctx.tree else False
         if steps and repeat_site(ctx, c) is not None:
@@ -264,7 +256,7 @@ def _scaler_for_bf16(ctx: Context) -> None:
         if not ctx.resolve(c.func).endswith("GradScaler"):
             continue
         scope = ctx.enclosing(c, (ast.ClassDef,)) or scope_of(ctx, c)
-        for p in _parents_to(ctx, c, scope):
+        for p in ctx.between(c, scope):
             if isinstance(p, ast.If) and _bf16_name(ctx, p.test, scope):
                 ctx.add_late("script.gradscaler-bf16", "info", c,
                         f"the condition at {ctx.line(p.lineno)} holds for bf16 too: bf16 has "
