@@ -25,6 +25,11 @@ def finding_ids(raw: dict) -> dict[str, Finding]:
     return {f.id: f for f in run_checks(snapshot_from_raw(raw))}
 
 
+def warned(raw: dict, *, infos: bool = False) -> dict[str, Finding]:
+    """The doctor's warnings and errors on ``raw`` replayed, by id (``infos``: every finding)."""
+    return {f.id: f for f in run_checks(snapshot_from_raw(raw)) if infos or f.severity != "info"}
+
+
 def findings_by_id(raw: dict) -> dict[str, list[Finding]]:
     """The doctor's findings on ``raw`` replayed, every one, by id (a rule may give several)."""
     out: dict[str, list[Finding]] = {}

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 MI210 = ("  Name:                    gfx90a\n  Marketing Name:          AMD Instinct MI210\n"
          "  Name:                    gfx90a\n  Marketing Name:          AMD Instinct MI210\n")
@@ -25,10 +24,6 @@ def _raw(dists: dict, *, rocminfo: str = MI210, devices: tuple = ("cpu:0", "CPU"
                 "logical_devices": [name],
                 "build": {"default_backend": kind.lower() if kind == "CPU" else "gpu",
                           "jaxlib_version": dists["jaxlib"]}, "extra": {}}}}}
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 CPU_JAX = {"jax": "0.4.31", "jaxlib": "0.4.31", "numpy": "2.2.1"}

@@ -5,8 +5,7 @@ cases that must stay silent; raw inputs replay through snapshot_from_raw."""
 
 from __future__ import annotations
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 HOST = {"system": "Linux", "machine": "x86_64", "python_version": "3.10.14",
         "python_implementation": "CPython", "conda_env": False, "python_prefix": "/home/u/venv"}
@@ -15,10 +14,6 @@ HOST = {"system": "Linux", "machine": "x86_64", "python_version": "3.10.14",
 def _smi(name: str, cc: str) -> dict:
     return {"header": "| NVIDIA-SMI 570.133.07    Driver Version: 570.133.07    "
                       "CUDA Version: 12.8     |", "rows": f"0, {name}, 11264, {cc}"}
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 def _vllm(dists: dict, gpu: tuple = ("NVIDIA GeForce GTX 1080 Ti", "6.1")) -> dict:

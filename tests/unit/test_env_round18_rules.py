@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from devicebench.env.checks import run_checks
 from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 HOST = {"system": "Linux", "machine": "x86_64", "python_version": "3.10.14",
         "python_implementation": "CPython", "conda_env": False, "python_prefix": "/home/u/venv"}
 SMI = {"header": "| NVIDIA-SMI 535.154.05    Driver Version: 535.154.05    CUDA Version: 12.2  "
                  "   |", "rows": "0, NVIDIA A100-SXM4-80GB, 81920, 8.0"}
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 def _torch_failed(dists: dict, symbol: str = "ncclCommRegister") -> dict:

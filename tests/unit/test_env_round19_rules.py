@@ -8,8 +8,7 @@ snapshot_from_raw."""
 
 from __future__ import annotations
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 HOST = {"system": "Linux", "machine": "x86_64", "python_version": "3.8.16",
         "python_implementation": "CPython", "conda_env": False, "python_prefix": "/home/u/venv"}
@@ -20,10 +19,6 @@ INSUFFICIENT = ("InternalError: cudaGetDevice() failed. Status: CUDA driver vers
 def _smi(driver: str, cuda: str) -> dict:
     return {"header": f"| NVIDIA-SMI {driver}    Driver Version: {driver}    CUDA Version: "
                       f"{cuda}     |", "rows": "0, NVIDIA GeForce RTX 3070, 8192, 8.6"}
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 def _nvtf(version: str, driver: str = "470.182.03", cuda: str = "11.4",

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 HOST = {"system": "Linux", "machine": "x86_64", "python_version": "3.11.9",
         "python_implementation": "CPython", "conda_env": False, "python_prefix": "/home/u/venv",
@@ -46,10 +45,6 @@ def _doc(dists: dict, torch: dict | None = None, smi: dict | None = None, **extr
         doc["nvidia_smi"] = smi
     doc.update(extra)
     return doc
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 def test_a_triton_older_than_the_gpu_is_named_with_its_release_and_ptxas() -> None:

@@ -10,18 +10,13 @@ must stay silent; raw inputs replay through snapshot_from_raw."""
 
 from __future__ import annotations
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 HOST = {"system": "Linux", "machine": "x86_64", "python_version": "3.12.7",
         "python_implementation": "CPython", "conda_env": True,
         "python_prefix": "/home/u/miniconda3/envs/e"}
 SMI = {"header": "| NVIDIA-SMI 550.90.07    Driver Version: 550.90.07    CUDA Version: 12.4     |",
        "rows": "0, NVIDIA A100-SXM4-80GB, 81920, 8.0"}
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 def _torch(error: str, records: list[str] | None = None, libs: list[str] | None = None) -> dict:

@@ -8,18 +8,13 @@ must stay silent; raw inputs replay through snapshot_from_raw."""
 
 from __future__ import annotations
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 HOST = {"system": "Linux", "machine": "x86_64", "python_version": "3.11.11",
         "python_implementation": "CPython", "conda_env": False, "python_prefix": "/venv"}
 BLACKWELL = {"header": "| NVIDIA-SMI 575.57.08    Driver Version: 575.57.08    CUDA Version: "
              "12.9     |", "rows": "0, NVIDIA RTX PRO 6000 Blackwell, 97887, 12.0"}
 GPU = {"name": "cuda:0", "kind": "GPU", "description": "NVIDIA GPU", "compute_capability": "8.6"}
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 def _jax(first_use: str, nvcc: str = "12.6.85") -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from devicebench.env.checks import run_checks
 from devicebench.env.interpret import nvidia_smi_from_output, snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 LINUX = {"system": "Linux", "machine": "x86_64", "python_version": "3.12.11",
          "python_implementation": "CPython", "conda_env": False, "python_prefix": "/home/u/venv",
@@ -47,10 +48,6 @@ def _doc(host: dict, dists: dict, frameworks: dict | None = None, **extra) -> di
            "frameworks": frameworks or {}}
     doc.update(extra)
     return doc
-
-
-def _ids(doc: dict, *, infos: bool = False) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if infos or f.severity != "info"}
 
 
 BUSY = "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import conda_builds_from_listing, snapshot_from_raw
+from devicebench.env.interpret import conda_builds_from_listing
 from devicebench.env.probe import read_conda_meta_listing
+from tests.unit.env_cases import warned as _ids
 
 GPU = {"header": "| NVIDIA-SMI 535.161.07    Driver Version: 535.161.07    CUDA Version: 12.2 |",
        "rows": "0, NVIDIA GeForce RTX 3090, 24576, 8.6"}
@@ -25,10 +25,6 @@ def _raw(dists: dict, *, conda: list[str] | None = None, gpu: bool = True,
     if gpu:
         doc["nvidia_smi"] = GPU
     return doc
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 def test_conda_meta_record_names_are_read_and_parsed(tmp_path: Path) -> None:
