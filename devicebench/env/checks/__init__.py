@@ -88,6 +88,12 @@ from devicebench.env.checks.installs import (
     check_windows_dll_load,
     check_wsl_libcuda,
 )
+from devicebench.env.checks.lib_needs import (
+    check_jax_removed_name,
+    check_nvcc_on_path,
+    check_open3d_windows_ml,
+    check_undeclared_import,
+)
 from devicebench.env.checks.lib_pairs import (
     check_bitsandbytes_windows,
     check_jax_cuda_plugin_without_gpu,
@@ -233,6 +239,10 @@ CHECKS: list[Check] = [
     check_library_pairing,
     check_jax_cuda_plugin_without_gpu,
     check_bitsandbytes_windows,
+    check_jax_removed_name,
+    check_undeclared_import,
+    check_open3d_windows_ml,
+    check_nvcc_on_path,
     check_nccl_older_than_torch,
     check_versioned_symbol,
     check_sibling_symbol,

@@ -11,7 +11,7 @@ itself works; the pair is read from the installed distributions' versions and th
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import KB, major_minor
+from devicebench.env.checks._util import KB, as_version, major_minor
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -24,6 +24,15 @@ def _row_for(dist: str, version: str, kb: KB, os_name: str = "") -> dict | None:
         if row["dist"] == dist and base in row["releases"]:
             return row
     return None
+
+
+def _within(torch: str, top: str) -> bool:
+    """torch at or below ``top``: by major.minor, or by patch where ``top`` names one
+    ("2.2.1", round 24)."""
+    t, v = as_version(top), as_version(torch.split("+")[0])
+    if t is not None and v is not None and len(t.release) >= 3:
+        return (v.release + (0, 0))[:3] <= t.release[:3]
+    return major_minor(torch) <= major_minor(top)
 
 
 def check_extension_torch_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -39,7 +48,7 @@ def check_extension_torch_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
         if row is None:
             continue
         top = row.get("torch_max", "")
-        if major_minor(row["torch_min"]) <= have and (not top or have <= major_minor(top)):
+        if major_minor(row["torch_min"]) <= have and (not top or _within(torch, top)):
             continue
         want = row["torch_min"] if row["torch_min"] == top else \
             f"{row['torch_min']} or later" if not top else f"{row['torch_min']} to {top}"
