@@ -8,8 +8,7 @@ CUDA_HOME is unset (YOLO-World#522). Raw inputs replay through snapshot_from_raw
 
 from __future__ import annotations
 
-from devicebench.env.checks import run_checks
-from devicebench.env.interpret import snapshot_from_raw
+from tests.unit.env_cases import warned as _ids
 
 LINUX = {"system": "Linux", "machine": "x86_64", "python_version": "3.10.12",
          "python_implementation": "CPython", "conda_env": False, "python_prefix": "/usr",
@@ -36,10 +35,6 @@ def _doc(host: dict, dists: dict, frameworks: dict | None = None, **extra) -> di
            "frameworks": frameworks or {}}
     doc.update(extra)
     return doc
-
-
-def _ids(doc: dict) -> dict:
-    return {f.id: f for f in run_checks(snapshot_from_raw(doc)) if f.severity != "info"}
 
 
 # -- pairing rows ------------------------------------------------------------------------
