@@ -60,10 +60,6 @@ def round21_forms(ctx: Context) -> None:
         _branch_on_device_parameter(ctx)
 
 
-def _funcs(ctx: Context) -> dict[str, ast.AST]:
-    return {f.name: f for f in ast.walk(ctx.tree) if isinstance(f, _FUNCS)}
-
-
 def _params(fn: ast.AST) -> list[str]:
     return [a.arg for a in fn.args.args]
 
@@ -103,7 +99,7 @@ def _callbacks(ctx: Context) -> set[str]:
 
 
 def _jit_in_callback(ctx: Context) -> None:
-    funcs = _funcs(ctx)
+    funcs = ctx.funcs
     for name in _callbacks(ctx):
         fn = funcs.get(name)
         if fn is None:
@@ -156,7 +152,7 @@ def _tokenizers(ctx: Context) -> set[str]:
 
 
 def _tokenizer_map_unbatched(ctx: Context) -> None:
-    toks, funcs = _tokenizers(ctx), _funcs(ctx)
+    toks, funcs = _tokenizers(ctx), ctx.funcs
     for c in ctx.calls():
         if not (isinstance(c.func, ast.Attribute) and c.func.attr == "map" and c.args
                 and isinstance(c.args[0], ast.Name) and c.args[0].id in funcs):
@@ -192,7 +188,7 @@ def _placed_objects(ctx: Context) -> set[str]:
 
 
 def _index_by_device_element(ctx: Context) -> None:
-    placed, funcs = _placed_objects(ctx), _funcs(ctx)
+    placed, funcs = _placed_objects(ctx), ctx.funcs
     for loop in ast.walk(ctx.tree):
         if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)
                 and isinstance(loop.iter, ast.Attribute)
@@ -221,7 +217,7 @@ def _syncs_inside(fn: ast.AST) -> bool:
 
 
 def _syncing_callee_per_element(ctx: Context) -> None:
-    funcs = _funcs(ctx)
+    funcs = ctx.funcs
     for comp in ast.walk(ctx.tree):
         if not isinstance(comp, _COMPS) or not per_batch(ctx, comp):
             continue
@@ -265,7 +261,7 @@ def _device_made(ctx: Context) -> set[str]:
 
 
 def _branch_on_device_parameter(ctx: Context) -> None:
-    made, funcs = _device_made(ctx), _funcs(ctx)
+    made, funcs = _device_made(ctx), ctx.funcs
     for c in ctx.calls():
         fn = funcs.get(last_name(c.func)) if isinstance(c.func, ast.Name) else None
         if fn is None:

@@ -60,10 +60,6 @@ def round22_forms(ctx: Context) -> None:
     _bare_compile_batch_shapes(ctx)
 
 
-def _funcs(ctx: Context) -> dict[str, ast.AST]:
-    return {f.name: f for f in ast.walk(ctx.tree) if isinstance(f, _FUNCS)}
-
-
 def _targets(t: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
 
@@ -99,7 +95,7 @@ def _appended_lists(ctx: Context) -> set[str]:
 
 
 def _jit_fed_appended_lists(ctx: Context) -> None:
-    lists, funcs = _appended_lists(ctx), _funcs(ctx)
+    lists, funcs = _appended_lists(ctx), ctx.funcs
     queued = any(last_name(c) == "put" and c.args and isinstance(c.args[0], ast.Tuple)
                  and sum(isinstance(e, ast.Name) and e.id in lists for e in c.args[0].elts) > 1
                  for c in ctx.calls())
@@ -182,7 +178,7 @@ def _false_default(fn: ast.AST, name: str) -> bool:
 
 
 def _pin_memory_param_off(ctx: Context) -> None:
-    funcs = _funcs(ctx)
+    funcs = ctx.funcs
     for c in ctx.calls():
         p = keyword(c, "pin_memory")
         fn = ctx.enclosing(c, _FUNCS)
