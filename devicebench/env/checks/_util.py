@@ -102,6 +102,18 @@ def legacy_keras_on(snap: EnvSnapshot, kb: KB) -> bool:
     return value is not None and value in kb["tensorflow"]["legacy_keras_true_values"]
 
 
+def installed_version(snap: EnvSnapshot, dist: str) -> str:
+    """The installed version of ``dist`` under either spelling of its name (``-`` or ``_``).
+
+    Example:
+        >>> installed_version(EnvSnapshot(distributions={"orbax_checkpoint": "0.5.0"}),
+        ...                   "orbax-checkpoint")
+        '0.5.0'
+    """
+    return snap.version_of(dist) or snap.version_of(dist.replace("-", "_")) \
+        or snap.version_of(dist.replace("_", "-"))
+
+
 def ok_probe(snap: EnvSnapshot, name: str) -> FrameworkProbe | None:
     """The framework's probe if it imported fine, else None."""
     probe = snap.frameworks.get(name)

@@ -15,7 +15,7 @@ round 24 step 0).
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import KB, matches, ok_probe, tf_version
+from devicebench.env.checks._util import KB, installed_version, matches, ok_probe, tf_version
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
 
@@ -23,7 +23,7 @@ from devicebench.env.snapshot import EnvSnapshot
 def _version(snap: EnvSnapshot, dist: str, kb: KB) -> str:
     if dist == "tensorflow" and "tensorflow" in kb:
         return tf_version(snap, kb)
-    return snap.version_of(dist) or snap.version_of(dist.replace("-", "_"))
+    return installed_version(snap, dist)
 
 
 def check_jax_removed_name(snap: EnvSnapshot, kb: KB) -> list[Finding]:

@@ -14,15 +14,9 @@ package's release alone (issue 24, round 23 step 0).
 
 from __future__ import annotations
 
-from devicebench.env.checks._util import KB, at_least, has_nvidia_gpu, matches
+from devicebench.env.checks._util import KB, at_least, has_nvidia_gpu, installed_version, matches
 from devicebench.env.finding import Finding
 from devicebench.env.snapshot import EnvSnapshot
-
-
-def _version(snap: EnvSnapshot, dist: str) -> str:
-    """The installed version under either spelling of a distribution's name."""
-    return snap.version_of(dist) or snap.version_of(dist.replace("-", "_")) \
-        or snap.version_of(dist.replace("_", "-"))
 
 
 def check_library_pairing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -40,7 +34,7 @@ def check_library_pairing(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """
     out = []
     for row in kb.get("library_pairings", []):
-        mine, theirs = _version(snap, row["dist"]), _version(snap, row["partner"])
+        mine, theirs = installed_version(snap, row["dist"]), installed_version(snap, row["partner"])
         if not (matches(mine, row["spec"]) and matches(theirs, row["partner_spec"])):
             continue
         if row.get("effect"):  # a pair that imports but fails at run time (round 23)
