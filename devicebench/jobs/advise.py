@@ -36,6 +36,7 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
     from devicebench.advisor.facts import workload_facts
     from devicebench.advisor.figures import device_figures
     from devicebench.advisor.floor import refuse_short_budget
+    from devicebench.advisor.reruns import with_reruns
     from devicebench.env.probe import probe_host_layer
     from devicebench.measure.cpuspeed import CpuSpeedSampler
     from devicebench.measure.load import MachineLoad, read_load
@@ -105,6 +106,9 @@ def run_advice(workload: str, *, baseline: str | None, budget: float, allow_batc
         advice = replace(advice, stability=stability,
                          notes=[*advice.notes, *(finding_line(f) for f in stability)],
                          load=MachineLoad(load_before, load_after, speed).to_dict())
+        # The final's CIs widened by how far this machine's earlier runs of the same
+        # configurations moved, as `run` shows them (issue 25).
+        advice = with_reruns(advice, rec.store, rec.machine_id, rec.run_id)
         rec.summary = advice.to_dict()
     if rec.problems:  # results the store would not take: kept aside
         advice = replace(advice, notes=[*advice.notes, *rec.problems])
