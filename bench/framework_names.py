@@ -12,6 +12,8 @@ This script writes that list from the installed frameworks, with their versions:
 The shipped file was written from torch 2.13.0+cpu, TensorFlow 2.21.0 and JAX 0.10.2 (the
 shared virtualenv) and MLX 0.32.4 installed aside with ``pip install --target DIR
 "mlx[cpu]"`` and ``--extra-path DIR`` (MLX's Linux CPU build has the same Python API).
+``tensorflow.compat.v1`` was added on 2026-12-04 from the same TensorFlow 2.21.0 (its row
+written by this script's ``_names``; the other rows unchanged).
 
 Only modules whose attributes a script sets or calls by their full dotted name are listed
 (backends' flags, device/config namespaces, the top-level op namespaces); Keras is left out
@@ -39,7 +41,8 @@ MODULES = {
                    "tensorflow.config.optimizer", "tensorflow.config.threading",
                    "tensorflow.data", "tensorflow.data.experimental", "tensorflow.distribute",
                    "tensorflow.experimental", "tensorflow.debugging", "tensorflow.random",
-                   "tensorflow.summary", "tensorflow.profiler.experimental"],
+                   "tensorflow.summary", "tensorflow.profiler.experimental",
+                   "tensorflow.compat.v1"],  # TF1's API: names a TF1-era script reads
     "jax": ["jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "jax.tree_util",
             "jax.profiler", "jax.experimental", "jax.sharding"],
     "mlx": ["mlx.core", "mlx.nn", "mlx.optimizers", "mlx.core.metal", "mlx.core.random"],

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from devicebench.script_check.context import Context, rule
+from devicebench.script_check.pins import pinned_tf1
 
 _DATA = Path(__file__).resolve().parent / "data" / "framework_names.json"
 
@@ -81,8 +82,10 @@ def _framework_used(ctx: Context, framework: str) -> bool:
       "releases after it may add names, older ones may have had it)",
       "use the attribute's current name, or pin the release the script was written for")
 def attribute_does_not_exist(ctx: Context) -> None:
-    versions, _ = framework_names()
+    versions, modules = framework_names()
     seen: set[tuple[str, int]] = set()
+    tf1 = modules.get("tensorflow.compat.v1", frozenset())
+    tf1_reads: list[tuple[ast.Attribute, str]] = []
     for node in ast.walk(ctx.tree):
         if not isinstance(node, ast.Attribute):
             continue
@@ -94,6 +97,9 @@ def attribute_does_not_exist(ctx: Context) -> None:
         if not _framework_used(ctx, framework):
             continue
         seen.add((q, node.lineno))
+        if module == "tensorflow" and attr in tf1 and not isinstance(node.ctx, ast.Store):
+            tf1_reads.append((node, attr))  # TensorFlow 1's API: one finding for them all
+            continue
         near = closest(module, attr)
         short = q.replace("tensorflow.", "tf.", 1) if q.startswith("tensorflow.") else q
         if isinstance(node.ctx, ast.Store):
@@ -116,3 +122,48 @@ def attribute_does_not_exist(ctx: Context) -> None:
                     f" (did you mean `{near}`?)" if near else ""),
                 why=f"{effect} ({basis(framework)})", fix=fix,
                 name=short, framework=framework, version=versions.get(framework, "?"))
+    if tf1_reads:
+        _tf1_api(ctx, tf1_reads, versions.get("tensorflow", "?"))
+
+
+def _tf1_api(ctx: Context, reads: list[tuple[ast.Attribute, str]], version: str) -> None:
+    """A script written for TensorFlow 1 (``tf.placeholder``, ``tf.Session``): one finding at
+    its first such line (a warning where TensorFlow 2 is installed, info where none is
+    known), nothing when the script declares TensorFlow 1.x or this machine runs it."""
+    installed = ctx.snapshot.version_of("tensorflow") if ctx.snapshot else ""
+    if pinned_tf1(ctx.lines, ctx.directory) or installed.startswith("1."):
+        return  # judged as the release it declares or runs on: these names exist there
+    # A warning where this machine's TensorFlow 2 would raise on these lines; info when no
+    # TensorFlow is known here (the script may be meant for a TF1 machine elsewhere).
+    severity = "warning" if installed else "info"
+    reads = sorted(reads, key=lambda r: (r[0].lineno, r[0].col_offset))  # walk is breadth-first
+    names = list(dict.fromkeys(f"tf.{attr}" for _, attr in reads))
+    lines = sorted({node.lineno for node, _ in reads})
+    shown = ", ".join(f"`{n}`" for n in names[:5]) + (
+        f" and {len(names) - 5} more" if len(names) > 5 else "")
+    where = ", ".join(map(str, lines[:8])) + (" ..." if len(lines) > 8 else "")
+    tutorials = any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith(
+        "tensorflow.examples.tutorials") for n in ast.walk(ctx.tree))
+    ctx.add("script.tf1-api-on-tf2", severity, reads[0][0],
+            f"{shown}: TensorFlow 1 names, read on line{'s' if len(lines) > 1 else ''} "
+            f"{where}" + ("; and `tensorflow.examples.tutorials` (TF1's MNIST reader) is not "
+                          "in TensorFlow 2 at all: `tf.keras.datasets.mnist.load_data()` "
+                          "gives the same arrays" if tutorials else ""),
+            version=installed or f"{version} (no TensorFlow installed here)")
+
+
+@rule("script.tf1-api-on-tf2",
+      "the script is written for TensorFlow 1: TensorFlow {version} has these names only "
+      "under `tf.compat.v1`",
+      "TensorFlow 2.0 moved the TF1 graph API (placeholders, sessions, tf.train optimizers, "
+      "tf.log ...) to `tf.compat.v1`; on TensorFlow {version} (names checked against "
+      "devicebench/script_check/data/framework_names.json) each of these lines raises "
+      "AttributeError, and TensorFlow 1.15, the last 1.x, has wheels only for Python <= 3.7",
+      "run it unchanged in graph mode with `import tensorflow.compat.v1 as tf` and "
+      "`tf.disable_v2_behavior()` in place of `import tensorflow as tf`, or port it to "
+      "TensorFlow 2 (`tf_upgrade_v2 --infile train.py --outfile train_v2.py` rewrites the "
+      "names, then replace sessions with `tf.function`); if it must stay on TensorFlow 1, "
+      "declare `tensorflow==1.15` in a requirements.txt beside it",
+      "https://www.tensorflow.org/guide/migrate (as remembered)")
+def _tf1_rule(ctx: Context) -> None:
+    """Reported by :func:`attribute_does_not_exist` (one pass over the attributes)."""

@@ -91,3 +91,28 @@ def pinned_keras(lines: list[str], directory: Path | None) -> tuple[str, Version
         if name in ("keras", "tf-keras", "tf_keras"):
             return str(req), exact[0]
     return None
+
+
+_TF_DISTS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos")
+
+
+def pinned_tf1(lines: list[str], directory: Path | None) -> str:
+    """The requirement, when the script declares TensorFlow 1.x (``tensorflow-gpu==1.15``,
+    ``tensorflow<2``); "" otherwise.
+
+    Example:
+        >>> pinned_tf1(["# /// script", '# dependencies = ["tensorflow-gpu==1.15.0"]',
+        ...             "# ///"], None)
+        'tensorflow-gpu==1.15.0'
+        >>> pinned_tf1(["# /// script", '# dependencies = ["tensorflow>=2.12"]', "# ///"], None)
+        ''
+    """
+    for req in declared_requirements(lines, directory):
+        if req.name.lower() not in _TF_DISTS:
+            continue
+        bounds = [(s.operator, Version(s.version)) for s in req.specifier
+                  if re.fullmatch(r"[\d.]+", s.version)]
+        if any(op in ("==", "~=", "<=") and v.major == 1 or op == "<" and v <= Version("2")
+               for op, v in bounds):
+            return str(req)
+    return ""
