@@ -51,6 +51,12 @@ def patch_model(keras_module: Any, fit_wrapper: FitWrapper,
         return False
     slot: dict[str, Any] = {"fit": fit_wrapper, "compile": compile_hook}
     original_fit, original_compile = model_cls.fit, model_cls.compile
+    # ``compile`` is replaced where it is defined (Keras 3: ``Trainer``), not on ``Model``:
+    # Keras 3's ``compile_from_config`` skips compiling a loaded model, with a warning,
+    # when ``self.__class__.compile != Trainer.compile`` ("the model's compile() method is
+    # custom"), so a wrapper on ``Model`` alone made every model the script saved and
+    # loaded again come back uncompiled under the monitor.
+    owner = next((c for c in model_cls.__mro__ if "compile" in vars(c)), model_cls)
 
     @functools.wraps(original_fit)
     def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -67,7 +73,7 @@ def patch_model(keras_module: Any, fit_wrapper: FitWrapper,
 
     setattr(fit, MARK, slot)
     model_cls.fit = fit
-    model_cls.compile = compile_
+    owner.compile = compile_
     return True
 
 

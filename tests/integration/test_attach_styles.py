@@ -76,3 +76,46 @@ def test_monitor_attaches_in_every_import_style(style: str, tmp_path: Path) -> N
     with steps.open() as f:
         rows = list(csv.DictReader(f))
     assert rows, "the monitor wrote no CSV rows"
+
+
+SAVE_LOAD = """
+import json, sys, warnings
+import numpy as np
+import tensorflow as tf
+from tensorflow import keras
+rng = np.random.default_rng(0)
+x = rng.standard_normal((64, 4)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(x, y, epochs=1, batch_size=16, verbose=0)
+model.save(sys.argv[2])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    loaded = keras.models.load_model(sys.argv[2])
+loss = loaded.evaluate(x, y, verbose=0)  # raises on a model loaded uncompiled
+open(sys.argv[1], "w").write(json.dumps({
+    "compiled": bool(loaded.compiled), "loss": float(loss),
+    "custom_compile_warning": any("compile()" in str(w.message) for w in caught)}))
+"""
+
+
+@requires_tf
+def test_a_model_saved_and_loaded_under_the_monitor_comes_back_compiled(tmp_path: Path):
+    """keras-io's timeseries example (a user script, TF imported first) saves the best
+    model and loads it again: under `monitor` the loaded model was left uncompiled, with
+    Keras's "compile() method is custom" warning, because the seam's compile wrapper sat
+    on Model instead of the class that defines compile (Keras 3: Trainer)."""
+    script = tmp_path / "save_load.py"
+    script.write_text(SAVE_LOAD)
+    seen = tmp_path / "seen.json"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("KERAS_BACKEND", None)
+    res = subprocess.run([sys.executable, "-m", "devicebench", "monitor", "--no-store", "--",
+                          sys.executable, str(script), str(seen), str(tmp_path / "m.keras")],
+                         env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(seen.read_text())
+    assert got["compiled"] and not got["custom_compile_warning"], got
+    assert "steady " in res.stderr + res.stdout
