@@ -16,10 +16,21 @@ MAIN_SCRIPT_COMMAND = "main-script"
 
 
 def main_script_argv(argv: list[str]) -> list[str]:
-    """``devicebench train.py [-- ARGS]`` -> the hidden main-script command."""
-    if argv and argv[0].endswith(".py") and not argv[0].startswith("-") \
-            and Path(argv[0]).is_file():
-        return [MAIN_SCRIPT_COMMAND, *argv]
+    """``devicebench [--db DB] train.py [-- ARGS]`` -> the hidden main-script command
+    (after the group's own ``--db``, which the README shows before any command).
+
+    Example:
+        >>> main_script_argv(["--db", "r.db", "devicebench/__init__.py"])[:3]
+        ['--db', 'r.db', 'main-script']
+        >>> main_script_argv(["--db", "r.db", "run", "seed-rnn"])
+        ['--db', 'r.db', 'run', 'seed-rnn']
+    """
+    i = 0
+    while i < len(argv) and argv[i].startswith("--db"):
+        i += 1 if "=" in argv[i] else 2
+    first = argv[i] if i < len(argv) else ""
+    if first.endswith(".py") and not first.startswith("-") and Path(first).is_file():
+        return [*argv[:i], MAIN_SCRIPT_COMMAND, *argv[i:]]
     return argv
 
 

@@ -86,6 +86,9 @@ def _named(advice: AdviceResult, ref: str, script: str) -> AdviceResult:
               for r in advice.rows],
         outcomes=[replace(o, spec=spec(o.spec)) for o in advice.outcomes],
         notes=[n.replace(ref, script) for n in advice.notes],
+        stability=[replace(f, title=f.title.replace(ref, script),
+                           observed=f.observed.replace(ref, script))
+                   for f in advice.stability],
         verdict=advice.verdict.replace(ref, script),
         headline=replace(advice.headline, text=advice.headline.text.replace(ref, script))
         if advice.headline is not None else None)
