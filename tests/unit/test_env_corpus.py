@@ -266,7 +266,7 @@ ROUND22_HELDOUT_DIAGNOSED_AT_LEAST = 7  # of 20 (35%); a floor, not raised by la
 # torchtext's torch per release, Open3D's ML ops on Windows, the nvcc on PATH with CUDA_HOME
 # unset, studied its misses: 19/20 now, seen)
 # round23_cases.json (40), split by round23_split.json before any check ran on it (1a84170):
-ROUND23_DEV_DIAGNOSED_AT_LEAST = 7  # of 20 (before its rules: 7/20)
+ROUND23_DEV_DIAGNOSED_AT_LEAST = 17  # of 20 (before its rules: 7/20)
 
 
 def half_of(url: str) -> str:

@@ -35,6 +35,17 @@ from devicebench.env.checks.apple import (
     check_xla_off_apple,
 )
 from devicebench.env.checks.build_tags import check_build_tags
+from devicebench.env.checks.clusters import (
+    check_cluster_cuda_module,
+    check_container_host_libcuda,
+    check_driver_regression,
+    check_launch_regression,
+    check_library_load,
+    check_library_minimum,
+    check_nccl_two_versions,
+    check_python_fallback,
+    check_singularity_driver_libs,
+)
 from devicebench.env.checks.companions import (
     check_companion_broken_release,
     check_package_macos_minimum,
@@ -320,6 +331,15 @@ CHECKS: list[Check] = [
     check_framework_says,
     check_extension_abi,
     check_bundled_runtimes,
+    check_launch_regression,
+    check_driver_regression,
+    check_nccl_two_versions,
+    check_singularity_driver_libs,
+    check_container_host_libcuda,
+    check_cluster_cuda_module,
+    check_library_minimum,
+    check_python_fallback,
+    check_library_load,
     check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 
