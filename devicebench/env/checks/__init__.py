@@ -160,6 +160,12 @@ from devicebench.env.checks.shared_hosts import (
     check_release_platform_bug,
     check_windows_compile_no_triton,
 )
+from devicebench.env.checks.slurm import (
+    check_conda_cuda_plugin_cpu_torch,
+    check_driver_limit,
+    check_jax_slurm_layout,
+    check_local_rank_past_visible,
+)
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
     check_jax_jaxlib,
@@ -340,6 +346,10 @@ CHECKS: list[Check] = [
     check_library_minimum,
     check_python_fallback,
     check_library_load,
+    check_local_rank_past_visible,
+    check_jax_slurm_layout,
+    check_driver_limit,
+    check_conda_cuda_plugin_cpu_torch,
     check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 
