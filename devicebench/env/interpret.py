@@ -250,6 +250,7 @@ CUDA_LIB_PREFIXES = (
     "libcurand.", "libcusolver.", "libcusparse.", "libnvinfer.", "libnccl.", "libnvrtc.",
     "libnvJitLink.", "libcudnn_", "libcupti.", "libamdhip64.",
     "libstdc++.so.6",  # and the C++ runtime their extensions need (round 19: GLIBCXX)
+    "libmpi.", "libpython",  # and what MPI bindings and simulators' modules link (round 24)
 )
 _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)")
 

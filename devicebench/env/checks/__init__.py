@@ -35,6 +35,17 @@ from devicebench.env.checks.apple import (
     check_xla_off_apple,
 )
 from devicebench.env.checks.build_tags import check_build_tags
+from devicebench.env.checks.clusters import (
+    check_cluster_cuda_module,
+    check_container_host_libcuda,
+    check_driver_regression,
+    check_launch_regression,
+    check_library_load,
+    check_library_minimum,
+    check_nccl_two_versions,
+    check_python_fallback,
+    check_singularity_driver_libs,
+)
 from devicebench.env.checks.companions import (
     check_companion_broken_release,
     check_package_macos_minimum,
@@ -148,6 +159,12 @@ from devicebench.env.checks.shared_hosts import (
     check_gpu_devices_busy,
     check_release_platform_bug,
     check_windows_compile_no_triton,
+)
+from devicebench.env.checks.slurm import (
+    check_conda_cuda_plugin_cpu_torch,
+    check_driver_limit,
+    check_jax_slurm_layout,
+    check_local_rank_past_visible,
 )
 from devicebench.env.checks.stack import (
     check_gpu_arch_in_build,
@@ -320,6 +337,19 @@ CHECKS: list[Check] = [
     check_framework_says,
     check_extension_abi,
     check_bundled_runtimes,
+    check_launch_regression,
+    check_driver_regression,
+    check_nccl_two_versions,
+    check_singularity_driver_libs,
+    check_container_host_libcuda,
+    check_cluster_cuda_module,
+    check_library_minimum,
+    check_python_fallback,
+    check_library_load,
+    check_local_rank_past_visible,
+    check_jax_slurm_layout,
+    check_driver_limit,
+    check_conda_cuda_plugin_cpu_torch,
     check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 
