@@ -84,7 +84,7 @@ def _returns_device(ctx: Context, fn: ast.AST) -> bool:
 
 
 @rule("script.sync-in-step-loop",
-      "host sync on every training step",
+      "host sync on every step of a loop (training, or an evaluation pass it runs)",
       "`.numpy()`/`.item()`/`.cpu()`/`float()`, printing a device value or branching on it "
       "copies the value to the host and waits for the device to finish, so the next step "
       "cannot be queued while this one runs",
@@ -157,11 +157,40 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                         f"`{fn.name}` takes an optimisation step and converts this result as it "
                         f"returns it; the loop at {ctx.line(loop.lineno)} calls it on every step",
                         fixtext=fixtext)
+            elif not steps and not implicit and fetch(ctx, fn, m) and id(m) not in returned \
+                    and (evaluation := _evaluation_loop(ctx, fn, m)) is not None:
+                # pytorch/examples mnist: `test()` (no_grad, its own loop over the test
+                # loader) run once per epoch: a sync per evaluation batch, not per step
+                ctx.add("script.sync-in-step-loop", "info", m,
+                        f"`{fn.name}` is an evaluation pass (no gradients) that the loop at "
+                        f"{ctx.line(loop.lineno)} runs; this runs once per batch of its loop "
+                        f"at {ctx.line(evaluation.lineno)}, not per training step",
+                        fixtext=fixtext)
             elif fetch(ctx, fn, m) and id(m) not in returned or implicit:
                 ctx.add("script.sync-in-step-loop", "warning", m,
                         f"`{fn.name}` is run by the training loop at {ctx.line(loop.lineno)} "
                         f"(`{ast.unparse(call)[:50]}`, {ctx.line(call.lineno)}), so this "
                         "runs on every step" + implicit, fixtext=fixtext)
+
+
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled")
+
+
+def _evaluation_loop(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                     node: ast.AST) -> ast.For | ast.While | None:
+    """The loop of ``fn`` (one that takes no optimisation step) that ``node`` runs in, when
+    it runs without gradients (under ``with torch.no_grad()`` / ``inference_mode()``, or
+    ``fn`` decorated with one): an evaluation pass; None otherwise."""
+    up = ctx.between(node, fn)
+    loop = next((a for a in up if isinstance(a, ast.For | ast.While)), None)
+    if loop is None:
+        return None
+    grads_off = any(isinstance(d, ast.Call) and ctx.resolve(d.func) in _NO_GRAD
+                    for d in fn.decorator_list) or any(
+        isinstance(a, ast.With) and any(isinstance(i.context_expr, ast.Call)
+                                        and ctx.resolve(i.context_expr.func) in _NO_GRAD
+                                        for i in a.items) for a in up)
+    return loop if grads_off else None
 
 
 def _consumed_in_return(ctx: Context, node: ast.AST, ret: ast.Return) -> bool:
