@@ -12,6 +12,8 @@ held from its spelling. This module answers both questions once, for every rule:
   (``Dataset.__getitem__``, an iterator's ``__next__``/``__iter__``).
 - :func:`python_list` -- is this expression a Python list built element by element (a
   comprehension, ``[]`` grown by ``append``/``extend``/``+=``), not a literal of constants?
+- :func:`evaluation_loop` -- is this node in an evaluation pass (a loop run with
+  gradients off, ``torch.no_grad()`` / ``inference_mode()``) rather than a training step?
 - :func:`loop_carried` -- which names a loop carries from one iteration to the next
   (``total += loss``, ``w = w - lr * g``), each with its updating
   statements: what a lazy framework keeps growing a graph for until it is evaluated.
@@ -272,3 +274,23 @@ def hook_functions(ctx: Context) -> list[tuple[ast.Call, FuncDef]]:
                         r.value.id in nested):
                     out.append((c, nested[r.value.id]))
     return out
+
+
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled")
+
+
+def evaluation_loop(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                     node: ast.AST) -> ast.For | ast.While | None:
+    """The loop of ``fn`` (one that takes no optimisation step) that ``node`` runs in, when
+    it runs without gradients (under ``with torch.no_grad()`` / ``inference_mode()``, or
+    ``fn`` decorated with one): an evaluation pass; None otherwise."""
+    up = ctx.between(node, fn)
+    loop = next((a for a in up if isinstance(a, ast.For | ast.While)), None)
+    if loop is None:
+        return None
+    grads_off = any(isinstance(d, ast.Call) and ctx.resolve(d.func) in _NO_GRAD
+                    for d in fn.decorator_list) or any(
+        isinstance(a, ast.With) and any(isinstance(i.context_expr, ast.Call)
+                                        and ctx.resolve(i.context_expr.func) in _NO_GRAD
+                                        for i in a.items) for a in up)
+    return loop if grads_off else None

@@ -135,3 +135,30 @@ def fetch(ctx: Context, fn: ast.AST, n: ast.AST) -> bool:
     f = n.func if isinstance(n, ast.Call) else None
     return isinstance(f, ast.Attribute) and f.attr in ("numpy", "item", "tolist") and not (
         n.args) and not host_bound(fn, n) or device_get(ctx, n)  # type: ignore[union-attr]
+
+
+_SCALAR_KWARGS = ("alpha", "value")  # x.add(y, alpha=...), x.addcmul_(a, b, value=...)
+
+
+def scalar_from_tensor(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                       call: ast.AST) -> str:
+    """A torch method given a tensor where it takes a Python scalar (``g.sub(w, alpha=proj)``
+    with ``proj`` computed by torch ops in ``fn``): PyTorch reads it with ``.item()``, a
+    device sync (Koratahiu/Advanced_Optimizers#5). "" when not."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return ""
+    arg = next((k.value for k in call.keywords if k.arg in _SCALAR_KWARGS), None)
+    if not isinstance(arg, ast.Name):
+        return ""
+    tensors: set[str] = set()
+    for _ in range(2):
+        for s in walk(fn.body):
+            if isinstance(s, ast.Assign) and any(
+                    isinstance(c, ast.Call) and ctx.resolve(c.func).startswith("torch.")
+                    or isinstance(c, ast.Name) and c.id in tensors for c in ast.walk(s.value)):
+                tensors |= {t.id for t in s.targets if isinstance(t, ast.Name)}
+    if arg.id not in tensors:
+        return ""
+    return (f"; `{arg.id}` is a tensor, and `{call.func.attr}(..., "
+            f"{next(k.arg for k in call.keywords if k.arg in _SCALAR_KWARGS)}=)` takes a Python "
+            f"number: PyTorch calls `.item()` on it, a device sync")

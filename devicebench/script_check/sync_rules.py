@@ -19,7 +19,7 @@ from devicebench.script_check.ast_tools import (
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.form_rules import gc_collect_per_item
-from devicebench.script_check.kinds import hook_functions
+from devicebench.script_check.kinds import evaluation_loop, hook_functions
 from devicebench.script_check.shape_sync import data_dependent_syncs
 from devicebench.script_check.sync_flow import (
     _HOST,
@@ -30,6 +30,7 @@ from devicebench.script_check.sync_flow import (
     fetch,
     host_use,
     plain_use,
+    scalar_from_tensor,
 )
 
 
@@ -140,7 +141,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
         held = device_params(ctx, call, fn, device)
         for m in walk(fn.body, lambda x: isinstance(x, ast.FunctionDef | ast.AsyncFunctionDef)
                       or skip_in_step(x) and not isinstance(x, LOOPS)):
-            implicit = _scalar_from_tensor(ctx, fn, m)
+            implicit = scalar_from_tensor(ctx, fn, m)
             # (a value converted as it is returned is the caller's call)
             if not implicit and isinstance(m, ast.If | ast.While) and any(
                     isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)
@@ -158,7 +159,7 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                         f"returns it; the loop at {ctx.line(loop.lineno)} calls it on every step",
                         fixtext=fixtext)
             elif not steps and not implicit and fetch(ctx, fn, m) and id(m) not in returned \
-                    and (evaluation := _evaluation_loop(ctx, fn, m)) is not None:
+                    and (evaluation := evaluation_loop(ctx, fn, m)) is not None:
                 # pytorch/examples mnist: `test()` (no_grad, its own loop over the test
                 # loader) run once per epoch: a sync per evaluation batch, not per step
                 ctx.add("script.sync-in-step-loop", "info", m,
@@ -173,26 +174,6 @@ def _syncs_in_callees(ctx: Context, loop: ast.AST, direct: list[ast.AST], seen: 
                         "runs on every step" + implicit, fixtext=fixtext)
 
 
-_NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled")
-
-
-def _evaluation_loop(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
-                     node: ast.AST) -> ast.For | ast.While | None:
-    """The loop of ``fn`` (one that takes no optimisation step) that ``node`` runs in, when
-    it runs without gradients (under ``with torch.no_grad()`` / ``inference_mode()``, or
-    ``fn`` decorated with one): an evaluation pass; None otherwise."""
-    up = ctx.between(node, fn)
-    loop = next((a for a in up if isinstance(a, ast.For | ast.While)), None)
-    if loop is None:
-        return None
-    grads_off = any(isinstance(d, ast.Call) and ctx.resolve(d.func) in _NO_GRAD
-                    for d in fn.decorator_list) or any(
-        isinstance(a, ast.With) and any(isinstance(i.context_expr, ast.Call)
-                                        and ctx.resolve(i.context_expr.func) in _NO_GRAD
-                                        for i in a.items) for a in up)
-    return loop if grads_off else None
-
-
 def _consumed_in_return(ctx: Context, node: ast.AST, ret: ast.Return) -> bool:
     """``node`` is in ``ret`` as an argument of a further, non-converting call (``return
     scatter(m, r, dim_size=r.max().item() + 1)``): used on every call (HamGNN#78)."""
@@ -202,33 +183,6 @@ def _consumed_in_return(ctx: Context, node: ast.AST, ret: ast.Return) -> bool:
             return True
         child, cur = cur, ctx.parents.get(cur)
     return False
-
-
-_SCALAR_KWARGS = ("alpha", "value")  # x.add(y, alpha=...), x.addcmul_(a, b, value=...)
-
-
-def _scalar_from_tensor(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
-                        call: ast.AST) -> str:
-    """A torch method given a tensor where it takes a Python scalar (``g.sub(w, alpha=proj)``
-    with ``proj`` computed by torch ops in ``fn``): PyTorch reads it with ``.item()``, a
-    device sync (Koratahiu/Advanced_Optimizers#5). "" when not."""
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
-        return ""
-    arg = next((k.value for k in call.keywords if k.arg in _SCALAR_KWARGS), None)
-    if not isinstance(arg, ast.Name):
-        return ""
-    tensors: set[str] = set()
-    for _ in range(2):
-        for s in walk(fn.body):
-            if isinstance(s, ast.Assign) and any(
-                    isinstance(c, ast.Call) and ctx.resolve(c.func).startswith("torch.")
-                    or isinstance(c, ast.Name) and c.id in tensors for c in ast.walk(s.value)):
-                tensors |= {t.id for t in s.targets if isinstance(t, ast.Name)}
-    if arg.id not in tensors:
-        return ""
-    return (f"; `{arg.id}` is a tensor, and `{call.func.attr}(..., "
-            f"{next(k.arg for k in call.keywords if k.arg in _SCALAR_KWARGS)}=)` takes a Python "
-            f"number: PyTorch calls `.item()` on it, a device sync")
 
 
 def _in_step(ctx: Context) -> Callable[[ast.AST], bool]:
