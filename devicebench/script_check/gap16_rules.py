@@ -40,6 +40,7 @@ from devicebench.script_check.round19_rules import round19_forms
 from devicebench.script_check.round20_rules import round20_forms
 from devicebench.script_check.round21_rules import round21_forms
 from devicebench.script_check.round22_rules import round22_forms
+from devicebench.script_check.round23_rules import round23_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
 
 _FACTORIES = ("torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange",
@@ -61,6 +62,7 @@ def gap16_forms(ctx: Context) -> None:
     gap22_forms(ctx)  # round 22's step 0 (gap22_rules.py; checks its imports)
     gap23_forms(ctx)  # round 23's step 0 (gap23_rules.py; checks its imports)
     round22_forms(ctx)  # round 22's dev forms (round22_rules.py; checks its imports)
+    round23_forms(ctx)  # round 23's dev forms (round23_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return
