@@ -34,12 +34,14 @@ from devicebench.script_check.gap20_rules import gap20_forms
 from devicebench.script_check.gap21_rules import gap21_forms
 from devicebench.script_check.gap22_rules import gap22_forms
 from devicebench.script_check.gap23_rules import gap23_forms
+from devicebench.script_check.gap24_rules import gap24_forms
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.round19_rules import round19_forms
 from devicebench.script_check.round20_rules import round20_forms
 from devicebench.script_check.round21_rules import round21_forms
 from devicebench.script_check.round22_rules import round22_forms
+from devicebench.script_check.round23_rules import round23_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
 
 _FACTORIES = ("torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange",
@@ -61,6 +63,8 @@ def gap16_forms(ctx: Context) -> None:
     gap22_forms(ctx)  # round 22's step 0 (gap22_rules.py; checks its imports)
     gap23_forms(ctx)  # round 23's step 0 (gap23_rules.py; checks its imports)
     round22_forms(ctx)  # round 22's dev forms (round22_rules.py; checks its imports)
+    round23_forms(ctx)  # round 23's dev forms (round23_rules.py; checks its imports)
+    gap24_forms(ctx)  # round 24's step 0 (gap24_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return
