@@ -414,8 +414,9 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # .item() in Lightning callbacks' per-batch hooks, .cpu() before a reduction in Trainer
 # metrics, gathers in a step's callee, .cpu().numpy() round trips back to the device, jnp.append
 # in a loop, apply_updates outside jit, builtin max/min of a tensor sum, .cpu().numpy()
-# comprehensions in a step's callee) -> round22_heldout 5/31 + 10 -> 21/31 + 10; its floor
-# below left at the measured-once 5/31; no other seen set moved, no alarm added.
+# comprehensions in a step's callee) -> round22_heldout 5/31 + 10 -> 21/31 + 10, its floor
+# below raised to that seen figure as earlier step 0s did (the measured-once 5/31 with 10 is
+# the label's and the README's); no other seen set moved, no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
@@ -434,7 +435,7 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round19_dev": (18, 6), "round19_heldout": (26, 1),
             "round20_dev": (19, 0), "round20_heldout": (23, 1),
             "round21_dev": (9, 0), "round21_heldout": (29, 0),
-            "round22_dev": (29, 6), "round22_heldout": (5, 10)}
+            "round22_dev": (29, 6), "round22_heldout": (21, 10)}
 
 
 def _header(path: Path) -> str:
