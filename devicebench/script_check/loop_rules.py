@@ -125,10 +125,24 @@ def _has_parameters(ctx: Context, cls: ast.ClassDef, depth: int) -> bool:
 
 def _backward_in(ctx: Context, roots: list[ast.AST]) -> ast.AST | None:
     """A backward pass: ``loss.backward()``, an optimizer step, or ``torch.autograd.grad``
-    (forces as the gradient of an energy need the graph as much as a training step does)."""
-    return ctx.search(roots, lambda n: isinstance(n, ast.Call) and (last_name(n) in (
-        "backward", "step", "apply_gradients", "minimize") and isinstance(n.func, ast.Attribute)
-        or ctx.resolve(n.func) in ("torch.autograd.grad", "torch.autograd.backward")))
+    (forces as the gradient of an energy need the graph as much as a training step does),
+    or a call of a function of this file that makes one, or of an imported ``backward``
+    (open_lm's ``backward(loss, scaler)`` calls ``scaler.scale(loss).backward()``)."""
+    def direct(n: ast.AST) -> bool:
+        return isinstance(n, ast.Call) and (last_name(n) in (
+            "backward", "step", "apply_gradients", "minimize") and isinstance(
+                n.func, ast.Attribute)
+            or ctx.resolve(n.func) in ("torch.autograd.grad", "torch.autograd.backward"))
+
+    def helper(n: ast.AST) -> bool:
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+            return False
+        fn = ctx.funcs.get(n.func.id)
+        if fn is None:  # imported: its name says it (open_lm.train's backward)
+            return n.func.id in ("backward", "backward_step", "backward_pass")
+        return ctx.search(list(fn.body), direct) is not None
+
+    return ctx.search(roots, lambda n: direct(n) or helper(n))
 
 
 def _eval_only_branch(ctx: Context, fn: ast.AST | None, step: ast.AST) -> str:
