@@ -201,7 +201,8 @@ def refusal(script: str, args: list[str], result: dict[str, Any] | None, tree: a
         return InputError(
             f"{script} raised before fit(): {result['type']}: {result['message']} (at {where})"
             + _doctor_hint(script, site.get("line")),
-            fix=f"fix it so that `python {script}` runs, then advise again")
+            fix=_offline_fix(str(result["message"]))
+            or f"fix it so that `python {script}` runs, then advise again")
     if status == "exited":
         tail = outcome.stderr_tail if outcome is not None else ""
         usage = [ln for ln in tail.splitlines() if ": error:" in ln]
@@ -368,3 +369,32 @@ def capture_script(script: str, args: list[str] | tuple[str, ...] = (), *,
                      "re-runs the script up to fit() under its backend and loads the "
                      "captured initial weights")
     return ScriptCapture(script, tuple(args), directory, info, notes, cached)
+
+
+_FETCH = re.compile(r"URL fetch failure on (\S+?):? ")
+
+
+def _offline_fix(message: str) -> str:
+    """The fix when a script's download failed (Keras ``get_file``'s "URL fetch failure on
+    URL"): where Keras looks for the file without the network, and, for MNIST, the built-in
+    workload of its shapes; "" for any other error.
+
+    Example:
+        >>> _offline_fix("URL fetch failure on https://storage.googleapis.com/tensorflow/"
+        ...              "tf-keras-datasets/mnist.npz: None -- [Errno -2] Name or service")[:60]
+        'this machine could not download https://storage.googleapis.'
+        >>> _offline_fix("division by zero")
+        ''
+    """
+    m = _FETCH.search(message)
+    if m is None:
+        return ""
+    url = m.group(1)
+    name = url.rsplit("/", 1)[-1]
+    fix = (f"this machine could not download {url}: fetch {name} on a machine with network "
+           f"access and put it in ~/.keras/datasets/ ($KERAS_HOME/datasets/ if set), where "
+           "Keras finds it without downloading")
+    if "mnist" in name:
+        fix += ("; or measure the built-in `devicebench advise mnist-cnn` (the same shapes, "
+                "seeded synthetic data)")
+    return fix
