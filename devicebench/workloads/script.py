@@ -382,7 +382,7 @@ def _offline_fix(message: str) -> str:
     Example:
         >>> _offline_fix("URL fetch failure on https://storage.googleapis.com/tensorflow/"
         ...              "tf-keras-datasets/mnist.npz: None -- [Errno -2] Name or service")[:60]
-        'this machine could not download https://storage.googleapis.'
+        'this machine could not download https://storage.googleapis.c'
         >>> _offline_fix("division by zero")
         ''
     """
