@@ -35,6 +35,7 @@ from devicebench.script_check.gap21_rules import gap21_forms
 from devicebench.script_check.gap22_rules import gap22_forms
 from devicebench.script_check.gap23_rules import gap23_forms
 from devicebench.script_check.gap24_rules import gap24_forms
+from devicebench.script_check.gap25_rules import gap25_forms
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.round19_rules import round19_forms
@@ -67,6 +68,7 @@ def gap16_forms(ctx: Context) -> None:
     round23_forms(ctx)  # round 23's dev forms (round23_rules.py; checks its imports)
     gap24_forms(ctx)  # round 24's step 0 (gap24_rules.py; checks its imports)
     round24_forms(ctx)  # round 24's dev forms (round24_rules.py; checks its imports)
+    gap25_forms(ctx)  # round 25's step 0 (gap25_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return

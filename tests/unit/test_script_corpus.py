@@ -432,6 +432,15 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # (20%) with 6 false alarms (older rules' warnings) -- the untouched figure, and its floor
 # below (the same rules without round24_forms give it the same 2/10 with 6, measured after
 # the freeze); no rule changed after it.
+# Twenty-fifth round, step 0 (before corpus_round24 is read; round23_heldout dev material
+# from now on): its misses written generally (script_check/gap25_rules.py: clock pairs around
+# a parameter called on a tensor moved to the device, class timers around cupy work, tick
+# timers around a jitted step, a clock started before a cold generator's first item,
+# elapsed_time of an unsynchronized CUDA event, mark_step in a timed loop, predict on a
+# one-row input per iteration, worker counts capped by a small default) -> round23_heldout
+# 2/10 + 6 -> 10/10 + 6, its floor below raised to that seen figure as earlier step 0s did
+# (the measured-once 2/10 with 6 is the label's and the README's); no other seen set moved,
+# no alarm added.
 MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14, 1),
             "new_heldout": (14, 1), "round2_dev": (15, 0), "round2_heldout": (16, 1),
             "round3_dev": (14, 1), "round3_heldout": (20, 1), "round4_dev": (16, 3),
