@@ -460,7 +460,7 @@ MEASURED = {"dev": (20, 1), "heldout": (26, 3), "fresh": (14, 0), "new_dev": (14
             "round20_dev": (19, 0), "round20_heldout": (23, 1),
             "round21_dev": (9, 0), "round21_heldout": (29, 0),
             "round22_dev": (29, 6), "round22_heldout": (21, 10),
-            "round23_dev": (11, 0), "round23_heldout": (2, 6)}
+            "round23_dev": (11, 0), "round23_heldout": (10, 6)}
 
 
 def _header(path: Path) -> str:
