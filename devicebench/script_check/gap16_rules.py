@@ -35,6 +35,7 @@ from devicebench.script_check.gap21_rules import gap21_forms
 from devicebench.script_check.gap22_rules import gap22_forms
 from devicebench.script_check.gap23_rules import gap23_forms
 from devicebench.script_check.gap24_rules import gap24_forms
+from devicebench.script_check.gap25_rules import gap25_forms
 from devicebench.script_check.round10_rules import _to_gpu
 from devicebench.script_check.round16_rules import round16_forms
 from devicebench.script_check.round19_rules import round19_forms
@@ -42,6 +43,7 @@ from devicebench.script_check.round20_rules import round20_forms
 from devicebench.script_check.round21_rules import round21_forms
 from devicebench.script_check.round22_rules import round22_forms
 from devicebench.script_check.round23_rules import round23_forms
+from devicebench.script_check.round24_rules import round24_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
 
 _FACTORIES = ("torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange",
@@ -65,6 +67,8 @@ def gap16_forms(ctx: Context) -> None:
     round22_forms(ctx)  # round 22's dev forms (round22_rules.py; checks its imports)
     round23_forms(ctx)  # round 23's dev forms (round23_rules.py; checks its imports)
     gap24_forms(ctx)  # round 24's step 0 (gap24_rules.py; checks its imports)
+    round24_forms(ctx)  # round 24's dev forms (round24_rules.py; checks its imports)
+    gap25_forms(ctx)  # round 25's step 0 (gap25_rules.py; checks its imports)
     unpinned_siblings(ctx)
     if not ctx.uses("torch"):
         return
