@@ -280,7 +280,7 @@ ROUND23_HELDOUT_DIAGNOSED_AT_LEAST = 5  # of 20 (25%); a floor, not raised by la
 # nemo_toolkit/NumPy 2 and RAPIDS 24.10/cuda-python pairings, studied its misses: 15/20 now,
 # seen)
 # round24_cases.json (17), split by round24_split.json before any check ran on it (8bde732):
-ROUND24_DEV_DIAGNOSED_AT_LEAST = 0  # of 8 (before its rules: 0/8)
+ROUND24_DEV_DIAGNOSED_AT_LEAST = 7  # of 8 (before its rules: 0/8)
 
 
 def half_of(url: str) -> str:
