@@ -94,7 +94,8 @@ written with the case before any rule for it:
 * ``round24_cases.json`` (17; two collectors, O: forum threads outside GitHub, P: accelerators
   other than NVIDIA CUDA): ``round24_split.json`` (seed 2048, committed with the cases before
   any check ran on them, 8bde732) into ``round24_dev`` (8), which round 25's rules are written
-  against, and ``round24_heldout`` (9), scored once after those rules are frozen.
+  against, and ``round24_heldout`` (9), scored once after those rules were frozen (c8d160d):
+  1/9.
 
 Run with ``-s`` to see the figures.
 """
@@ -281,6 +282,8 @@ ROUND23_HELDOUT_DIAGNOSED_AT_LEAST = 5  # of 20 (25%); a floor, not raised by la
 # seen)
 # round24_cases.json (17), split by round24_split.json before any check ran on it (8bde732):
 ROUND24_DEV_DIAGNOSED_AT_LEAST = 7  # of 8 (before its rules: 0/8)
+# round24_heldout: scored once, untouched, with the rules frozen (commit c8d160d), 2026-12-04:
+ROUND24_HELDOUT_DIAGNOSED_AT_LEAST = 1  # of 9 (11%); a floor, not raised by later rules
 
 
 def half_of(url: str) -> str:
@@ -497,6 +500,7 @@ ROUND22_HELDOUT = [c for c in ROUND22 if c["url"] in ROUND22_SPLIT["round22_held
 ROUND23_DEV = [c for c in ROUND23 if c["url"] in ROUND23_SPLIT["round23_dev"]]
 ROUND23_HELDOUT = [c for c in ROUND23 if c["url"] in ROUND23_SPLIT["round23_heldout"]]
 ROUND24_DEV = [c for c in ROUND24 if c["url"] in ROUND24_SPLIT["round24_dev"]]
+ROUND24_HELDOUT = [c for c in ROUND24 if c["url"] in ROUND24_SPLIT["round24_heldout"]]
 ALL_CASES = (CORPUS + NEW + ROUND2 + ROUND3 + ROUND4 + ROUND5 + ROUND6 + ROUND7 + ROUND8
              + ROUND9 + ROUND10 + ROUND11 + ROUND12 + ROUND13 + ROUND14 + ROUND15 + ROUND16
              + ROUND17 + ROUND18 + ROUND19 + ROUND20 + ROUND21 + ROUND22
@@ -618,6 +622,8 @@ LATER_SETS = [
     ("round23", ROUND23_DEV, ROUND23_HELDOUT, "7/20",
      "scored once untouched at 5/20; seen since",
      ROUND23_DEV_DIAGNOSED_AT_LEAST, ROUND23_HELDOUT_DIAGNOSED_AT_LEAST),
+    ("round24", ROUND24_DEV, ROUND24_HELDOUT, "0/8", "scored once untouched",
+     ROUND24_DEV_DIAGNOSED_AT_LEAST, ROUND24_HELDOUT_DIAGNOSED_AT_LEAST),
 ]
 
 
