@@ -22,6 +22,7 @@ from devicebench.env.checks._util import fit_fix_to_platform, platform_conflict
 from devicebench.env.checks.accelerators import (
     check_cann_torch_npu,
     check_mps_no_fallback,
+    check_oneapi_sourced_beside_xpu_wheels,
     check_tf_rocm_arch_ignored,
     check_xpu_conda_libstdcxx,
     check_xpu_cpu_nightly,
@@ -362,6 +363,7 @@ CHECKS: list[Check] = [
     check_tf_rocm_arch_ignored,
     check_mps_no_fallback,
     check_cann_torch_npu,
+    check_oneapi_sourced_beside_xpu_wheels,
     check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 

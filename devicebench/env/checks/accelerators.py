@@ -11,6 +11,8 @@ devices, so these rules read distributions, versions, paths and the framework's 
   kernel fails instead of running on the CPU.
 * ``[[cann_torch_npu]]``: a torch_npu build other than the one released for the CANN toolkit
   the environment's ASCEND_* variables point at.
+* A sourced oneAPI environment beside a torch ``+xpu`` (2.6 on) that brings its own SYCL
+  runtime as wheels (round 26's step 0, from round24_heldout's pytorch#143713).
 """
 
 from __future__ import annotations
@@ -211,3 +213,41 @@ def check_cann_torch_npu(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 f"CANN {cann}, keeping torch {torch_v}",
             source=row["source"])]
     return []
+
+
+def check_oneapi_sourced_beside_xpu_wheels(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """A oneAPI environment sourced (setvars.sh / oneapi-vars.sh) beside a torch +xpu from 2.6
+    on, which brings its own SYCL runtime (intel-sycl-rt) and needs no oneAPI install.
+
+    Example:
+        >>> env = {"ONEAPI_ROOT": "/opt/intel/oneapi",
+        ...        "LD_LIBRARY_PATH": "/opt/intel/oneapi/compiler/2025.0/lib"}
+        >>> snap = EnvSnapshot(env_vars=env, distributions={"torch": "2.6.0+xpu"})
+        >>> [f.id for f in check_oneapi_sourced_beside_xpu_wheels(snap, {})]
+        ['xpu.oneapi-sourced-beside-wheels']
+        >>> snap.distributions["torch"] = "2.5.1+xpu"
+        >>> check_oneapi_sourced_beside_xpu_wheels(snap, {})
+        []
+    """
+    torch_v = snap.version_of("torch")
+    env = snap.env_vars
+    on_path = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if "/oneapi/" in d]
+    if "+xpu" not in torch_v or not matches(torch_v.split("+")[0], ">=2.6.0.dev0") \
+            or not on_path or not (env.get("ONEAPI_ROOT") or env.get("CMPLR_ROOT")
+                                   or env.get("SETVARS_COMPLETED")):
+        return []
+    return [Finding(
+        "xpu.oneapi-sourced-beside-wheels", "warning",
+        f"A oneAPI environment is sourced beside torch {torch_v}, which brings its own SYCL "
+        "runtime",
+        observed=f"ONEAPI_ROOT={env.get('ONEAPI_ROOT') or '?'}; LD_LIBRARY_PATH starts oneAPI's "
+                 f"{on_path[0]}; intel-sycl-rt {snap.version_of('intel-sycl-rt') or '?'}",
+        why="From 2.6 PyTorch's XPU wheels carry the SYCL/oneAPI runtime as wheels "
+            "(intel-sycl-rt, intel-cmplr-lib-ur) and need no oneAPI install; a sourced oneAPI "
+            "(setvars.sh / oneapi-vars.sh, which 2.5 required) puts its own libsycl and "
+            "compiler runtime first on LD_LIBRARY_PATH, another release than torch loads, so "
+            "import torch fails (undefined symbol in libsycl.so.8).",
+        fix="open a shell without sourcing setvars.sh / oneapi-vars.sh (remove it from "
+            "~/.bashrc), or unset LD_LIBRARY_PATH's /opt/intel/oneapi entries before python",
+        source="https://github.com/pytorch/pytorch/issues/143713 (the maintainers: a local "
+               "compiler environment is incompatible with PT 2.6; try without activating it)")]
