@@ -19,6 +19,14 @@ from importlib import resources
 from typing import Any
 
 from devicebench.env.checks._util import fit_fix_to_platform, platform_conflict
+from devicebench.env.checks.accelerators import (
+    check_cann_torch_npu,
+    check_mps_no_fallback,
+    check_oneapi_sourced_beside_xpu_wheels,
+    check_tf_rocm_arch_ignored,
+    check_xpu_conda_libstdcxx,
+    check_xpu_cpu_nightly,
+)
 from devicebench.env.checks.addons import (
     check_addon_builds,
     check_addon_sets_legacy_keras,
@@ -350,6 +358,12 @@ CHECKS: list[Check] = [
     check_jax_slurm_layout,
     check_driver_limit,
     check_conda_cuda_plugin_cpu_torch,
+    check_xpu_conda_libstdcxx,
+    check_xpu_cpu_nightly,
+    check_tf_rocm_arch_ignored,
+    check_mps_no_fallback,
+    check_cann_torch_npu,
+    check_oneapi_sourced_beside_xpu_wheels,
     check_pip_requirements,  # last: drop_covered leaves out pairs the rules above name
 ]
 
