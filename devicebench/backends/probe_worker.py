@@ -1,7 +1,8 @@
 """Worker: ``python -m devicebench.backends.probe_worker RESULT_FILE FRAMEWORK``.
 
-Imports one framework (and Keras on that backend), writes what it sees to RESULT_FILE
-as JSON. A crash or hang here is caught by the parent and becomes a finding.
+Imports one framework (and Keras on that backend), then the installed packages that extend
+it (:mod:`devicebench.backends.extensions`), and writes what it sees to RESULT_FILE as JSON.
+A crash or hang here is caught by the parent and becomes a finding.
 """
 
 from __future__ import annotations
@@ -36,6 +37,17 @@ def main(argv: list[str]) -> int:
         extra = keras_facts.pop("extra", {})
         result.update(keras_facts)
         result.setdefault("extra", {}).update(extra)
+
+        def save() -> None:
+            with open(result_path, "w", encoding="utf-8") as fh:
+                json.dump(result, fh)
+
+        # The packages that extend it, after it (devicebench.backends.extensions): the
+        # result is saved before each import, so one that kills the process names itself.
+        from devicebench.backends.extensions import import_extensions
+
+        import_extensions(framework, result["extra"], save)
+        return 0
     with open(result_path, "w", encoding="utf-8") as fh:
         json.dump(result, fh)
     return 0

@@ -60,37 +60,12 @@ def probe() -> dict[str, Any]:
         devices.append({"name": "mps", "kind": "MPS", "description": "Apple GPU (MPS)"})
         if memory != "works":
             memory, memory_detail = "current only (MPS has no peak API)", ""
-    if errors := _extension_errors():
-        extra["extension_errors"] = errors
     out["physical_devices"] = devices
     out["logical_devices"] = [d["name"] for d in devices]
     out["build"] = build
     out["extra"] = extra
     out["memory_stats"], out["memory_stats_detail"] = memory, memory_detail
     return out
-
-
-# Compiled extensions built against one torch release, imported after torch when installed
-# (xformers logs "xFormers was built for: PyTorch X" to stderr on import instead of failing):
-# their import error ("undefined symbol: _ZN3c10...", "operator torchvision::nms does not
-# exist") is the framework's own statement that they belong to another torch.
-EXTENSION_MODULES = ("flash_attn_2_cuda", "torchvision", "torchaudio", "xformers")
-
-
-def _extension_errors() -> dict[str, str]:
-    """Import each installed :data:`EXTENSION_MODULES` entry; its error text, bounded."""
-    import importlib
-    import importlib.util
-
-    errors: dict[str, str] = {}
-    for name in EXTENSION_MODULES:
-        try:
-            if importlib.util.find_spec(name) is None:
-                continue
-            importlib.import_module(name)
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - an extension may exit()
-            errors[name] = f"{type(exc).__name__}: {exc}"[:400]
-    return errors
 
 
 def configure(device: str, threads: int | None) -> None:

@@ -387,7 +387,28 @@ def framework_probe_from_worker(
     stdout_tail: str = "",
     describe: str = "",
 ) -> FrameworkProbe:
-    """Interpret one probe worker's outcome (its status, JSON result and output tails)."""
+    """Interpret one probe worker's outcome (its status, JSON result and output tails).
+
+    A worker that died or hung while importing a package that extends the framework (its
+    result names it: ``extension_pending``) probed the framework itself: that result stands,
+    and the package gets the death as its import error.
+
+    Example:
+        >>> p = framework_probe_from_worker("torch", "crashed", {"name": "torch", "status": "ok",
+        ...     "version": "2.4.0", "extra": {"extension_pending": "torch_scatter"}},
+        ...     describe="killed by SIGSEGV")
+        >>> p.status, p.extra["extension_errors"]
+        ('ok', {'torch_scatter': 'the process died importing it after torch: killed by SIGSEGV'})
+    """
+    pending = ((result or {}).get("extra") or {}).get("extension_pending")
+    if result is not None and pending and status not in ("ok", "error"):
+        extra = dict(result.get("extra") or {})
+        errors = dict(extra.get("extension_errors") or {})
+        what = "hung importing it" if status == "timeout" else "the process died importing it"
+        errors[str(extra.pop("extension_pending"))] = (
+            f"{what} after {name}: {describe or status}")[:400]
+        extra["extension_errors"] = errors
+        result, status = {**result, "extra": extra}, str(result.get("status", "ok"))
     load_errors = load_errors_from_log(stderr_tail)
     said = "\n".join((stderr_tail, str((result or {}).get("error", "")),
                       *worker_errors((result or {}).get("extra") or {})))

@@ -81,6 +81,35 @@ def test_crashing_framework_import_becomes_data(tmp_path, monkeypatch):
     assert "SIGABRT" in tf.error and "Symbol not found" in tf.error
 
 
+@requires_jax
+def test_a_broken_or_crashing_extension_is_named_and_the_framework_still_probed(
+        tmp_path, monkeypatch):
+    """The real JAX probe worker imports the packages that extend JAX after it: one raising
+    what dynamax raised on jax 0.4.24 and one aborting the process. JAX's own result stands;
+    both packages are named, each with the fix its kind of error calls for."""
+    from devicebench.env.checks import run_checks
+
+    (tmp_path / "flax").mkdir()
+    (tmp_path / "flax" / "__init__.py").write_text(
+        "raise AttributeError(\"module 'jax.random' has no attribute 'KeyArray'\")\n")
+    (tmp_path / "chex").mkdir()
+    (tmp_path / "chex" / "__init__.py").write_text("import os\nos.abort()\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{ROOT}")
+    snap = probe_environment(["jax"], timeout=120)
+    jax = snap.frameworks["jax"]
+    assert jax.status == "ok", jax.error
+    assert jax.physical_devices and jax.physical_devices[0].kind == "CPU"
+    errors = jax.extra["extension_errors"]
+    assert errors["flax"] == "AttributeError: module 'jax.random' has no attribute 'KeyArray'"
+    assert errors["chex"].startswith("the process died importing it after jax")
+    found = {f.title.split(" fails")[0]: f for f in run_checks(snap)
+             if f.id == "package.extension-import-fails"}
+    flax = next(f for k, f in found.items() if k.startswith("flax"))
+    assert flax.severity == "warning" and "`jax.random` has no `KeyArray`" in flax.fix
+    chex = next(f for k, f in found.items() if k.startswith("chex"))
+    assert 'python -c "import jax, chex"' in chex.fix
+
+
 def test_hanging_framework_import_times_out(tmp_path, monkeypatch):
     fake = tmp_path / "jax"
     fake.mkdir()

@@ -320,17 +320,22 @@ def test_torchs_swallowed_cudnn_error_is_read_by_the_message_table() -> None:
 
 def test_the_worker_imports_installed_extensions_and_keeps_their_errors(tmp_path, monkeypatch
                                                                         ) -> None:
-    from devicebench.backends import torch as torch_backend
+    from devicebench.backends.extensions import import_extensions
 
     (tmp_path / "ext_broken.py").write_text("raise ImportError('x.so: undefined symbol: _Zfoo')\n")
     (tmp_path / "ext_exits.py").write_text("raise SystemExit(127)\n")
     (tmp_path / "ext_fine.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(torch_backend, "EXTENSION_MODULES",
-                        ("ext_broken", "ext_exits", "ext_fine", "ext_not_installed"))
-    errors = torch_backend._extension_errors()
-    assert errors == {"ext_broken": "ImportError: x.so: undefined symbol: _Zfoo",
-                      "ext_exits": "SystemExit: 127"}
+    extra: dict = {}
+    pending: list = []
+    import_extensions("torch", extra, lambda: pending.append(extra.get("extension_pending")),
+                      modules=("ext_broken", "ext_exits", "ext_fine", "ext_not_installed"))
+    assert extra == {
+        "extension_errors": {"ext_broken": "ImportError: x.so: undefined symbol: _Zfoo",
+                             "ext_exits": "SystemExit: 127"},
+        "extensions_imported": ["ext_fine"]}
+    # saved before each import, naming it, and once at the end (a crash leaves its name)
+    assert pending == ["ext_broken", "ext_exits", "ext_fine", None]
 
 
 def test_xformers_built_for_another_torch_names_both_and_is_silent_on_other_xformers_lines(

@@ -66,6 +66,7 @@ from devicebench.env.checks.ext_builds import (
     check_jax_runtime_newer_than_driver,
     check_local_tag_torch,
 )
+from devicebench.env.checks.ext_imports import check_extension_imports
 from devicebench.env.checks.ext_pins import check_extension_torch_build
 from devicebench.env.checks.extensions import (
     check_bnb_no_rocm,
@@ -344,6 +345,7 @@ CHECKS: list[Check] = [
     check_other_backends,
     check_framework_says,
     check_extension_abi,
+    check_extension_imports,  # any other extension's failed import, after the specific rules
     check_bundled_runtimes,
     check_launch_regression,
     check_driver_regression,

@@ -118,7 +118,7 @@ def check_framework_says(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     return out
 
 
-_ABI = re.compile(r"undefined symbol: \S+|Symbol not found: \S+|operator \S+ does not exist")
+ABI_ERROR = re.compile(r"undefined symbol: \S+|Symbol not found: \S+|operator \S+ does not exist")
 
 
 def check_extension_abi(snap: EnvSnapshot, kb: KB) -> list[Finding]:
@@ -128,7 +128,7 @@ def check_extension_abi(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     errors = (probe.extra.get("extension_errors") or {}) if probe is not None else {}
     out = []
     for row in kb.get("torch_extensions", []):
-        m = _ABI.search(str(errors.get(row["module"], "")))
+        m = ABI_ERROR.search(str(errors.get(row["module"], "")))
         if not m:
             continue
         dist, torch_v = row["dist"], probe.version or snap.version_of("torch")
