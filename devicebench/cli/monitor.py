@@ -16,7 +16,8 @@ MONITOR_HELP = "\n\n".join([
     "Run a training script unchanged with devicebench's TrainingMonitor attached to every "
     "Keras fit() call: step time and samples/s over blocks of steps (each ended by a device "
     "sync), compilation apart, memory, GPU utilisation (NVML), NaN and stall alerts, and one "
-    "line at the end.",
+    "line at the end (a script that runs no Keras fit() gets one line saying nothing was "
+    "timed).",
     "Example: devicebench monitor --csv steps.csv -- python train.py --epochs 3",
     "The script runs with DEVICEBENCH_MONITOR set (its value: the monitor's options as "
     "JSON) and a sitecustomize on PYTHONPATH; a script can also call "
@@ -51,4 +52,6 @@ def monitor(
                             store=not no_store)
     if outcome.death_line:
         print(f"devicebench monitor: {outcome.death_line}", file=sys.stderr)
+    elif outcome.nothing_monitored:
+        print(f"devicebench monitor: {outcome.nothing_monitored}", file=sys.stderr)
     raise typer.Exit(outcome.exit_code)

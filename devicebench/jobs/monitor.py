@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import signal
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,22 @@ class MonitorOutcome:
 
     exit_code: int
     death_line: str = ""
+    fits: int | None = None  # Keras fit() calls the monitor attached to (None: not counted)
+    script: str = "SCRIPT"  # the .py file the command runs, for the lines it is told
+
+    @property
+    def nothing_monitored(self) -> str:
+        """One line when the script ran no Keras fit() (the monitor timed nothing), else ""."""
+        if self.fits != 0:
+            return ""
+        return ("no Keras fit() ran, so nothing was timed: the monitor attaches to keras "
+                "Model.fit in this Python and the Python processes it starts; for a custom "
+                f"training loop (PyTorch, JAX, tf.GradientTape) `devicebench doctor {self.script}` "
+                "reads the loop for pitfalls")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"exit_code": self.exit_code, "death_line": self.death_line}
+        return {"exit_code": self.exit_code, "death_line": self.death_line,
+                "fits": self.fits}
 
 
 def run_monitored(command: list[str], *, csv: Path | None = None,
@@ -64,7 +78,7 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
     if store:
         options["db"] = str(db.resolve()) if db is not None else True
     import devicebench
-    from devicebench.monitor import ENV_VAR
+    from devicebench.monitor import ENV_VAR, FITS_ENV_VAR
 
     package_parent = str(Path(devicebench.__file__).resolve().parent.parent)
     site_dir = str(Path(devicebench.__file__).resolve().parent / "monitor" / "_site")
@@ -75,6 +89,9 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
     # SIGTERM as before the CLI's handler: the monitored training is the user's own
     # process, left to its own handling, never killed by us mid-epoch.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    fd, count_file = tempfile.mkstemp(prefix="devicebench-fits-")
+    os.close(fd)
+    env[FITS_ENV_VAR] = count_file
     try:
         code = run_forwarding_signals(command, env)
     except FileNotFoundError:
@@ -85,8 +102,25 @@ def run_monitored(command: list[str], *, csv: Path | None = None,
         raise InputError(f"cannot execute {command[0]} (permission denied)",
                          fix="run it through its interpreter, e.g. "
                              "`devicebench monitor -- python train.py`") from None
+    finally:
+        fits = _fits_counted(count_file)
     return MonitorOutcome(code if code >= 0 else 128 - code,
-                          signal_death_line(code, stored=store) or "")
+                          signal_death_line(code, stored=store) or "", fits,
+                          next((a for a in command[1:] if a.endswith(".py")), "SCRIPT"))
+
+
+def _fits_counted(path: str) -> int | None:
+    """The fits the script's processes counted into ``path`` (then removed)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return sum(1 for line in fh if line.strip())
+    except OSError:
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def check_targets(*, csv: Path | None, tensorboard: Path | None, db: Path | None,

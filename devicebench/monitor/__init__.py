@@ -16,6 +16,9 @@ from typing import Any
 __all__ = ["TrainingMonitor", "install_from_env", "ENV_VAR"]
 
 ENV_VAR = "DEVICEBENCH_MONITOR"
+# A file `devicebench monitor` creates: each monitored fit, in any process of the script,
+# adds a line, so the parent can say when nothing was monitored.
+FITS_ENV_VAR = "DEVICEBENCH_MONITOR_FITS"
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from devicebench.backends.fit_seam import attach_fit, patch_model
-from devicebench.monitor import ENV_VAR
+from devicebench.monitor import ENV_VAR, FITS_ENV_VAR
 
 ALLOWED_OPTIONS = ("batch_size", "block_steps", "target_block_seconds", "csv_path",
                    "tensorboard_dir", "db", "stop_on_nan", "stall_factor", "nvml",
@@ -70,6 +70,7 @@ def monitor_wrapper(options: dict[str, Any]):
         callbacks = list(kwargs.get("callbacks") or [])
         if not any(isinstance(cb, TrainingMonitor) for cb in callbacks):
             fits["n"] += 1
+            _count_fit()
             opts = dict(options)
             for key in ("csv_path", "tensorboard_dir"):
                 if key in opts:
@@ -79,6 +80,19 @@ def monitor_wrapper(options: dict[str, Any]):
         return original(model, *args, **kwargs)
 
     return wrap
+
+
+def _count_fit() -> None:
+    """One line in the parent's count file per fit monitored, from any process of the
+    script (never raises: counting must not stop a training)."""
+    path = os.environ.get(FITS_ENV_VAR)
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+    except OSError:
+        pass
 
 
 def patch_fit(keras_module: Any, options: dict[str, Any]) -> None:

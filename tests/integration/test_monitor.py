@@ -195,6 +195,22 @@ def test_monitor_cli_attaches_to_an_unmodified_script(tmp_path: Path) -> None:
         assert [r.command for r in store.runs()] == ["monitor", "monitor"]
 
 
+def test_a_script_with_no_keras_fit_is_told_nothing_was_timed(tmp_path: Path) -> None:
+    """A custom loop (here plain Python; a PyTorch loop is the same to the monitor) used to
+    end with no line at all: the user could not tell "attached, nothing to time" from "not
+    attached". Now one line says so and points at doctor; the script's exit code is kept."""
+    script = tmp_path / "loop.py"
+    script.write_text("total = sum(i * i for i in range(1000))\nprint('done', total)\n"
+                      "raise SystemExit(3)\n")
+    env = _env("jax")
+    env.pop("DEVICEBENCH_MONITOR")
+    res = run_cli("monitor", "--no-store", "--", sys.executable, str(script), env=env)
+    assert res.returncode == 3 and "done 332833500" in res.stdout
+    line, = [ln for ln in res.stderr.splitlines() if ln.startswith("devicebench monitor: ")]
+    assert line.startswith("devicebench monitor: no Keras fit() ran, so nothing was timed")
+    assert f"`devicebench doctor {script}`" in line
+
+
 def _has_nvidia() -> bool:
     return shutil.which("nvidia-smi") is not None and has_module("pynvml")
 
