@@ -60,24 +60,6 @@ _PARSERS = ("tensorflow.io.parse_single_example", "tensorflow.io.parse_single_se
 _GRADS = ("jax.grad", "jax.value_and_grad", "jax.vjp")
 
 
-def gap18_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    from devicebench.script_check.round18_rules import round18_forms
-
-    round18_forms(ctx)  # round 18's dev forms (round18_rules.py, round18b_rules.py)
-    _find_unused_strategy(ctx)
-    if ctx.uses("torch"):
-        _graph_breaks(ctx)
-        _mask_assignment_in_forward_helper(ctx)
-    if ctx.uses("jax"):
-        _host_arrays_into_jit(ctx)
-        _inline_jit_in_traced(ctx)
-        _accumulation_loop_in_jit(ctx)
-    if ctx.uses("tensorflow"):
-        _tf_function_defined_per_call(ctx)
-        _parse_map_before_batch(ctx)
-
-
 def _find_unused_strategy(ctx: Context) -> None:
     for call in ctx.calls():
         for k in call.keywords:

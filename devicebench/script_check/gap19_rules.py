@@ -74,26 +74,6 @@ _RANDOM = ("jax.random.permutation", "jax.random.choice")
 _EVAL_HOOKS = ("get_eval_dataloader", "get_test_dataloader")
 
 
-def gap19_forms(ctx: Context) -> None:
-    """Run once per script by ``gap18_rules.gap18_forms`` (the ids are older rules')."""
-    if ctx.uses("torch"):
-        _gradscaler_bf16_choice(ctx)
-        _cudnn_benchmark_at_import(ctx)
-        _eval_hook_loaders(ctx)
-        _compiled_step_with_scheduler(ctx)
-    if ctx.uses("tensorflow") or ctx.uses("keras"):
-        _eager_eval_loop(ctx)
-        _model_factory_in_loop(ctx)
-        _sequence_threads(ctx)
-    if ctx.uses("jax"):
-        _optimizer_static_arg(ctx)
-        _closure_transform_per_call(ctx)
-        _debug_callback_traced(ctx)
-        _flax_item_and_apply(ctx)
-        _shape_loops_in_jit(ctx)
-        _random_in_loader(ctx)
-
-
 def unpinned_siblings(ctx: Context) -> None:
     """Late: every other unpinned ``DataLoader`` of a file with one reported unpinned."""
     if not any(k[0] == "script.dataloader-no-pin-memory" for k in ctx.found):

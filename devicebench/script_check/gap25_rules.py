@@ -46,24 +46,6 @@ _GRAPH = "batch the ops, `torch.compile`"
 _GPU_ARRAYS = ("cupy", "cunumeric", "cupynumeric")
 
 
-def gap25_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if any(ctx.uses(lib) for lib in _GPU_ARRAYS):
-        _gpu_array_class_timer(ctx)
-    if ctx.uses("jax"):
-        _tick_timer_around_jit(ctx)
-    if ctx.uses("mlx"):
-        _cold_generator_timed(ctx)
-    if ctx.uses("keras") or ctx.uses("tensorflow"):
-        _predict_one_sample_in_loop(ctx)
-    _capped_workers(ctx)
-    if not ctx.uses("torch"):
-        return
-    _elapsed_before_sync(ctx)
-    _mark_step_timed(ctx)
-    _timed_param_on_device_input(ctx)
-
-
 def _moved(ctx: Context, fn: ast.AST) -> set[str]:
     return {t.id for s in walk(fn.body) if isinstance(s, ast.Assign)  # type: ignore[attr-defined]
             for n in [s.value] if isinstance(n, ast.Call) and last_name(n) in ("to", "cuda")

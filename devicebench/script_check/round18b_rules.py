@@ -37,21 +37,6 @@ from devicebench.script_check.kinds import repeat_site
 _DECODERS = ("librosa.load", "librosa.stft", "soundfile.read", "scipy.io.wavfile.read")
 
 
-def round18b_forms(ctx: Context) -> None:
-    """Run by ``round18_rules.round18_forms``."""
-    if ctx.uses("torch"):
-        _no_sync_after_forward(ctx)
-        _break_in_sync_switch(ctx)
-        _micro_batch_backward(ctx)
-    if ctx.uses("tensorflow"):
-        _tf_function_per_key(ctx)
-    if ctx.uses("librosa") or ctx.uses("soundfile"):
-        _decoder_in_sequence(ctx)
-    if ctx.uses("jax"):
-        _jax_per_example_helper(ctx)
-        _step_outputs_read_in_iteration(ctx)
-
-
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 

@@ -53,21 +53,6 @@ _SYNC = "script.sync-in-step-loop"
 _JNP = "script.jnp-in-data-loader"
 
 
-def round20_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("torch"):
-        _ping_pong(ctx)
-        _element_sized_factory(ctx)
-        _item_in_loop(ctx)
-        _host_cast_and_frames(ctx)
-        _moved_then_buffered(ctx)
-        _tensor_undone_by_caller(ctx)
-        _cpu_timer_class(ctx)
-    if ctx.uses("jax"):
-        _jit_wrapper_of_closure(ctx)
-        _jnp_on_data_path(ctx)
-
-
 def _dump(node: ast.AST) -> str:
     return ast.dump(node)
 

@@ -45,21 +45,6 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SYNC = "script.sync-in-step-loop"
 
 
-def round22_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _jit_fed_appended_lists(ctx)
-    if not ctx.uses("torch"):
-        return
-    _blocking_loader_copy(ctx)
-    _sync_before_side_stream(ctx)
-    _barrier_in_callee_per_item(ctx)
-    _pin_memory_param_off(ctx)
-    _list_tensor_per_batch(ctx)
-    _micro_batch_backward(ctx)
-    _bare_compile_batch_shapes(ctx)
-
-
 def _targets(t: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
 

@@ -59,22 +59,9 @@ import ast
 
 from devicebench.script_check.ast_tools import LOOPS, const, keyword, last_name, walk
 from devicebench.script_check.context import Context
-from devicebench.script_check.round23b_rules import round23b_forms
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _WORKERS = "script.dataloader-workers"
-
-
-def round23_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    round23b_forms(ctx)
-    if not ctx.uses("torch") and not ctx.uses("transformers"):
-        return
-    _training_args_no_workers(ctx)
-    _loader_kwargs_never_set(ctx)
-    _loader_of_looping_dataset(ctx)
-    _pandas_row_in_getitem_helper(ctx)
-    _returned_loader_respawn(ctx)
 
 
 def _is_loader(c: ast.Call) -> bool:

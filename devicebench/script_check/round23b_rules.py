@@ -17,24 +17,6 @@ _STEP_METHODS = ("compute_loss", "_compute_loss", "training_step", "prediction_s
 _INPLACE = ("mul_", "add_", "addcmul_", "addcdiv_", "div_", "sqrt_", "lerp_", "sub_")
 
 
-def round23b_forms(ctx: Context) -> None:
-    """The forms below, for one script."""
-    if ctx.uses("jax"):
-        lax_map_fresh_closure(ctx)
-        jit_loop_under_vmap(ctx)
-    if not ctx.uses("torch") and not ctx.uses("transformers"):
-        return
-    _zip_comprehension_then_cat(ctx)
-    _grad_on_in_eval_steps(ctx)
-    _gather_in_trainer_step(ctx)
-    _item_per_tensor_element(ctx)
-    _index_search_per_item(ctx)
-    _per_param_optimizer_loop(ctx)
-    _no_sync_around_backward_only(ctx)
-    _host_tensor_in_loop_helper(ctx)
-    _per_datum_grad_loop(ctx)
-
-
 def _grad_on_in_eval_steps(ctx: Context) -> None:
     for c in ctx.calls():
         fn = ctx.enclosing(c, _FUNCS)

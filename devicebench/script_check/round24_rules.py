@@ -32,7 +32,7 @@ import ast
 
 from devicebench.script_check.ast_tools import LOOPS, blocks, const, last_name, walk
 from devicebench.script_check.context import Context
-from devicebench.script_check.dataflow import torch_cpu_only, waits
+from devicebench.script_check.dataflow import waits
 from devicebench.script_check.timing_rules import CLOCKS, _clock_pairs
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -43,22 +43,6 @@ _GPU_ARRAYS = ("cunumeric", "cupynumeric", "cupy")
 _TINY = 65_536  # elements: an assumed bound for "per-op overhead dominates"
 _JAX_SYNC = "`jax.block_until_ready(result)`"
 _TORCH_SYNC = "`torch.cuda.synchronize()` before each clock read, or CUDA events"
-
-
-def round24_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _unblocked_warmup(ctx)
-        _call_timer_instances(ctx)
-    if ctx.uses("keras") or ctx.uses("tensorflow"):
-        _predict_in_loop_callee(ctx)
-    if any(ctx.uses(lib) for lib in _GPU_ARRAYS):
-        _tiny_gpu_arrays(ctx)
-    if not ctx.uses("torch"):
-        return
-    _module_call_per_row(ctx)
-    if not torch_cpu_only(ctx):
-        _timed_received_module(ctx)
 
 
 def _module_names(ctx: Context) -> set[str]:
