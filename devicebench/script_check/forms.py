@@ -16,6 +16,7 @@ import ast
 from devicebench.script_check import gap17_rules as g17
 
 # isort: split
+from devicebench.script_check import forms_timing as timing
 from devicebench.script_check import (
     gap16_rules as g16,
 )
@@ -181,7 +182,7 @@ def run_forms(ctx: Context) -> None:
         r20._host_cast_and_frames(ctx)
         r20._moved_then_buffered(ctx)
         r20._tensor_undone_by_caller(ctx)
-        r20._cpu_timer_class(ctx)
+        timing._cpu_timer_class(ctx)
     if jax:
         r20._jit_wrapper_of_closure(ctx)
         r20._jnp_on_data_path(ctx)
@@ -278,8 +279,8 @@ def run_forms(ctx: Context) -> None:
         g24._cpu_numpy_comprehension_in_step(ctx)
     # round 24's dev forms (corpus_round23)
     if jax:
-        r24._unblocked_warmup(ctx)
-        r24._call_timer_instances(ctx)
+        timing._unblocked_warmup(ctx)
+        timing._call_timer_instances(ctx)
     if ctx.uses("keras") or tf:
         r24._predict_in_loop_callee(ctx)
     if any(ctx.uses(lib) for lib in r24._GPU_ARRAYS):
@@ -287,21 +288,21 @@ def run_forms(ctx: Context) -> None:
     if torch:
         r24._module_call_per_row(ctx)
         if not torch_cpu_only(ctx):
-            r24._timed_received_module(ctx)
+            timing._timed_received_module(ctx)
     # round 25's step 0 (corpus_round23's held-out misses)
-    if any(ctx.uses(lib) for lib in g25._GPU_ARRAYS):
-        g25._gpu_array_class_timer(ctx)
+    if any(ctx.uses(lib) for lib in timing._GPU_ARRAYS):
+        timing._gpu_array_class_timer(ctx)
     if jax:
-        g25._tick_timer_around_jit(ctx)
+        timing._tick_timer_around_jit(ctx)
     if ctx.uses("mlx"):
-        g25._cold_generator_timed(ctx)
+        timing._cold_generator_timed(ctx)
     if ctx.uses("keras") or tf:
         g25._predict_one_sample_in_loop(ctx)
     g25._capped_workers(ctx)
     if torch:
-        g25._elapsed_before_sync(ctx)
-        g25._mark_step_timed(ctx)
-        g25._timed_param_on_device_input(ctx)
+        timing._elapsed_before_sync(ctx)
+        timing._mark_step_timed(ctx)
+        timing._timed_param_on_device_input(ctx)
     # round 16's step 0 (corpus_round14's held-out misses), run after the others
     g19.unpinned_siblings(ctx)
     if torch:
