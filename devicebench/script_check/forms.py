@@ -16,6 +16,7 @@ import ast
 from devicebench.script_check import gap17_rules as g17
 
 # isort: split
+from devicebench.script_check import forms_distributed as dist
 from devicebench.script_check import forms_timing as timing
 from devicebench.script_check import (
     gap16_rules as g16,
@@ -115,9 +116,9 @@ def run_forms(ctx: Context) -> None:
     if tf:
         r18._batch_under_global_xla(ctx)
     if torch:
-        r18b._no_sync_after_forward(ctx)
-        r18b._break_in_sync_switch(ctx)
-        r18b._micro_batch_backward(ctx)
+        dist._no_sync_after_forward(ctx)
+        dist._break_in_sync_switch(ctx)
+        dist._backward_per_micro_batch_loop(ctx)
     if tf:
         r18b._tf_function_per_key(ctx)
     if ctx.uses("librosa") or ctx.uses("soundfile"):
@@ -126,7 +127,7 @@ def run_forms(ctx: Context) -> None:
         r18b._jax_per_example_helper(ctx)
         r18b._step_outputs_read_in_iteration(ctx)
     # round 18's step 0 (corpus_round16's held-out misses)
-    g18._find_unused_strategy(ctx)
+    dist._find_unused_strategy(ctx)
     if torch:
         g18._graph_breaks(ctx)
         g18._mask_assignment_in_forward_helper(ctx)
@@ -244,7 +245,7 @@ def run_forms(ctx: Context) -> None:
         r22._barrier_in_callee_per_item(ctx)
         r22._pin_memory_param_off(ctx)
         r22._list_tensor_per_batch(ctx)
-        r22._micro_batch_backward(ctx)
+        dist._backward_per_split_chunk(ctx)
         r22._bare_compile_batch_shapes(ctx)
     # round 23's dev forms (corpus_round22), the late ones (round23b) first
     torch_or_hf = torch or ctx.uses("transformers")
@@ -258,7 +259,7 @@ def run_forms(ctx: Context) -> None:
         r23b._item_per_tensor_element(ctx)
         r23b._index_search_per_item(ctx)
         r23b._per_param_optimizer_loop(ctx)
-        r23b._no_sync_around_backward_only(ctx)
+        dist._no_sync_around_backward_only(ctx)
         r23b._host_tensor_in_loop_helper(ctx)
         r23b._per_datum_grad_loop(ctx)
         r23._training_args_no_workers(ctx)

@@ -35,13 +35,15 @@ gaps, under existing ids, all ``info`` (the cost depends on sizes the file does 
 Sources: the threads above (https://github.com/<owner>/<repo>/issues/<n> or ``/pull/<n>``);
 https://www.tensorflow.org/guide/function (retracing) and
 https://www.tensorflow.org/guide/data_performance#vectorizing_mapping.
+
+Its DDP form (``ddp-find-unused-parameters``) now lives in :mod:`.forms_distributed`.
 """
 
 from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import LOOPS, const, last_name, target_names, walk
+from devicebench.script_check.ast_tools import LOOPS, last_name, target_names, walk
 from devicebench.script_check.compile_rules import _reached, compiled_classes
 from devicebench.script_check.context import Context, FuncDef
 from devicebench.script_check.dataflow import callees
@@ -58,16 +60,6 @@ _HOST = ("numpy.load", "numpy.array", "numpy.asarray", "numpy.stack", "numpy.con
          "numpy.zeros", "numpy.ones", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile")
 _PARSERS = ("tensorflow.io.parse_single_example", "tensorflow.io.parse_single_sequence_example")
 _GRADS = ("jax.grad", "jax.value_and_grad", "jax.vjp")
-
-
-def _find_unused_strategy(ctx: Context) -> None:
-    for call in ctx.calls():
-        for k in call.keywords:
-            v = const(k.value)
-            if k.arg == "strategy" and isinstance(v, str) and "find_unused_parameters_true" in v:
-                ctx.add("script.ddp-find-unused-parameters", "info", call,
-                        f"`strategy=\"{v}\"` passed to `{last_name(call)}` (Lightning's DDP "
-                        "with `find_unused_parameters=True`)")
 
 
 # -- torch.compile graph breaks -------------------------------------------------------------

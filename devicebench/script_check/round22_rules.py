@@ -31,6 +31,8 @@ a callee (per-item barriers, micro-batch backward).
   vllm-project/vllm#10406).
 
 Sources: the threads above (https://github.com/<owner>/<repo>/issues/<n> or ``/pull/<n>``).
+
+Its DDP form (``ddp-no-sync``) now lives in :mod:`.forms_distributed`.
 """
 
 from __future__ import annotations
@@ -208,40 +210,6 @@ def _list_tensor_per_batch(ctx: Context) -> None:
                              "list from pageable memory and waits for the stream, per batch",
                              loader="build it on the CPU (pinned) and copy with "
                              "`.to(device, non_blocking=True)` (sgl-project/sglang#35106)")
-
-
-def _names_distributed(ctx: Context) -> bool:
-    ids = {n.id.lower() for n in ast.walk(ctx.tree) if isinstance(n, ast.Name)} | {
-        n.attr.lower() for n in ast.walk(ctx.tree) if isinstance(n, ast.Attribute)} | {
-        c.name.lower() for c in ast.walk(ctx.tree) if isinstance(c, ast.ClassDef)}
-    return any(k in i for i in ids for k in ("fsdp", "ddp", "fullyshardeddataparallel",
-                                             "distributeddataparallel"))
-
-
-def _micro_batch_backward(ctx: Context) -> None:
-    if not _names_distributed(ctx) or any(last_name(c) in (
-            "no_sync", "set_requires_gradient_sync") for c in ctx.calls()):
-        return
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, ast.For):
-            continue
-        src = {ast.unparse(loop.iter)} | {
-            ast.unparse(a.value) for a in ast.walk(ctx.tree) if isinstance(a, ast.Assign)
-            and isinstance(loop.iter, ast.Name)
-            and any(isinstance(t, ast.Name) and t.id == loop.iter.id for t in a.targets)}
-        if not any(".split(" in s or ".chunk(" in s for s in src):
-            continue
-        body = list(ctx.calls(loop.body))
-        if any(last_name(c) == "step" for c in body):
-            continue
-        for c in body:
-            if last_name(c) == "backward":
-                ctx.add_late("script.ddp-no-sync", "info", c,
-                             "backward per micro-batch with gradient synchronisation on; "
-                             "the optimizer steps only after the loop",
-                             reason="each backward reduces the gradients across ranks; wrap "
-                             "the non-final micro-batches in `no_sync()` "
-                             "(verl-project/verl#7095)")
 
 
 def _bare_compiled(ctx: Context) -> set[str]:

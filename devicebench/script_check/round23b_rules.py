@@ -1,6 +1,9 @@
 """corpus_round22's dev forms (issue 24, round 23), continued: the per-step and per-item
 forms of ``round23_rules`` (its docstring lists them with their sources), all ``info`` and
-added late; run from ``round23_rules.round23_forms``."""
+added late; run from ``round23_rules.round23_forms``.
+
+Its DDP form (``ddp-no-sync``) now lives in :mod:`.forms_distributed`.
+"""
 
 from __future__ import annotations
 
@@ -107,32 +110,6 @@ def _per_param_optimizer_loop(ctx: Context) -> None:
                 if len(ops) >= 2:
                     ctx.add_late("script.foreach-not-used", "info", loop, n="each",
                                  op=ops[0], ops=", ".join(ops))
-
-
-def _no_sync_around_backward_only(ctx: Context) -> None:
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, LOOPS):
-            continue
-        for i, w in enumerate(loop.body):
-            if not isinstance(w, ast.With):
-                continue
-            for item in w.items:
-                e = item.context_expr
-                if not (isinstance(e, ast.Call) and last_name(e) in ("no_backward_sync",
-                                                                      "no_sync")):
-                    continue
-                model = ast.unparse(e.args[0]) if last_name(e) == "no_backward_sync" \
-                    and e.args else ast.unparse(e.func.value) if isinstance(
-                        e.func, ast.Attribute) else ""
-                inside = [c for c in ctx.calls(w.body)]
-                if not model or not any(last_name(c) == "backward" for c in inside) \
-                        or any(ast.unparse(c.func) == model for c in inside):
-                    continue
-                if any(ast.unparse(c.func) == model for c in ctx.calls(loop.body[:i])):
-                    ctx.add_late("script.ddp-no-sync", "info", w,
-                                 reason=f"`{model}`'s forward runs before the "
-                                        f"`{last_name(e)}` block, so the block covers "
-                                        "only the backward (Lightning-AI/lit-llama#357)")
 
 
 def _host_tensor_in_loop_helper(ctx: Context) -> None:
