@@ -16,6 +16,7 @@ import ast
 from devicebench.script_check import gap17_rules as g17
 
 # isort: split
+from devicebench.script_check import forms_data as data
 from devicebench.script_check import forms_distributed as dist
 from devicebench.script_check import forms_timing as timing
 from devicebench.script_check import (
@@ -68,9 +69,6 @@ from devicebench.script_check import (
 )
 from devicebench.script_check import (
     round22_rules as r22,
-)
-from devicebench.script_check import (
-    round23_rules as r23,
 )
 from devicebench.script_check import (
     round23b_rules as r23b,
@@ -142,7 +140,7 @@ def run_forms(ctx: Context) -> None:
     if torch:
         g19._gradscaler_bf16_choice(ctx)
         g19._cudnn_benchmark_at_import(ctx)
-        g19._eval_hook_loaders(ctx)
+        data._eval_hook_loaders(ctx)
         g19._compiled_step_with_scheduler(ctx)
     if keras_or_tf:
         g19._eager_eval_loop(ctx)
@@ -243,7 +241,7 @@ def run_forms(ctx: Context) -> None:
         r22._blocking_loader_copy(ctx)
         r22._sync_before_side_stream(ctx)
         r22._barrier_in_callee_per_item(ctx)
-        r22._pin_memory_param_off(ctx)
+        data._pin_memory_param_off(ctx)
         r22._list_tensor_per_batch(ctx)
         dist._backward_per_split_chunk(ctx)
         r22._bare_compile_batch_shapes(ctx)
@@ -262,11 +260,11 @@ def run_forms(ctx: Context) -> None:
         dist._no_sync_around_backward_only(ctx)
         r23b._host_tensor_in_loop_helper(ctx)
         r23b._per_datum_grad_loop(ctx)
-        r23._training_args_no_workers(ctx)
-        r23._loader_kwargs_never_set(ctx)
-        r23._loader_of_looping_dataset(ctx)
-        r23._pandas_row_in_getitem_helper(ctx)
-        r23._returned_loader_respawn(ctx)
+        data._training_args_no_workers(ctx)
+        data._loader_kwargs_never_set(ctx)
+        data._loader_of_looping_dataset(ctx)
+        data._pandas_row_in_getitem_helper(ctx)
+        data._returned_loader_respawn(ctx)
     # round 24's step 0 (corpus_round22's held-out misses)
     if jax:
         g24._jnp_append_in_loop(ctx)
@@ -299,7 +297,7 @@ def run_forms(ctx: Context) -> None:
         timing._cold_generator_timed(ctx)
     if ctx.uses("keras") or tf:
         g25._predict_one_sample_in_loop(ctx)
-    g25._capped_workers(ctx)
+    data._capped_workers(ctx)
     if torch:
         timing._elapsed_before_sync(ctx)
         timing._mark_step_timed(ctx)

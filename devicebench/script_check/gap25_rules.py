@@ -29,6 +29,7 @@ Sources: https://github.com/<owner>/<repo>/pull/<n> or ``/issues/<n>`` as named 
 https://stackoverflow.com/questions/58378374.
 
 Its timing forms (``unsynced-timing``, ``cold-call-timed``) now live in :mod:`.forms_timing`.
+Its loader form (``_capped_workers``) now lives in :mod:`.forms_data`.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ import ast
 
 from devicebench.script_check.ast_tools import LOOPS, const, last_name, walk
 from devicebench.script_check.context import Context
-
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def _one_row(ctx: Context, name: str) -> bool:
@@ -73,34 +72,3 @@ def _predict_one_sample_in_loop(ctx: Context) -> None:
                                     "or predict all the inputs as one batch")
 
 
-def _small_default_params(fn: ast.AST) -> set[str]:
-    args = fn.args  # type: ignore[attr-defined]
-    pos = args.args[len(args.args) - len(args.defaults):]
-    pairs = list(zip(pos, args.defaults, strict=True)) + [
-        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
-    return {a.arg for a, d in pairs if isinstance(const(d), int) and 0 < const(d) <= 4}
-
-
-def _capped_workers(ctx: Context) -> None:
-    for fn in ast.walk(ctx.tree):
-        if not isinstance(fn, _FUNCS):
-            continue
-        small = _small_default_params(fn)
-        if not small:
-            continue
-        passed = {k.value.id for c in ctx.calls(fn.body) for k in c.keywords
-                  if k.arg in ("workers", "num_workers") and isinstance(k.value, ast.Name)}
-        for s in walk(fn.body):
-            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id in passed
-                    and isinstance(s.value, ast.Call)):
-                continue
-            caps = [x for x in list(s.value.args) + [k.value for k in s.value.keywords]
-                    if isinstance(x, ast.Name) and x.id in small]
-            if caps:
-                ctx.add_late("script.dataloader-workers", "info", s,
-                             f"the worker count is capped by `{caps[0].id}`, which defaults to "
-                             "a few processes: loading stays behind the device on a machine "
-                             "with more cores",
-                             work="the data generator loads and preprocesses in Python",
-                             dev="GPU")

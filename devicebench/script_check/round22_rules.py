@@ -33,6 +33,7 @@ a callee (per-item barriers, micro-batch backward).
 Sources: the threads above (https://github.com/<owner>/<repo>/issues/<n> or ``/pull/<n>``).
 
 Its DDP form (``ddp-no-sync``) now lives in :mod:`.forms_distributed`.
+Its loader form (``_pin_memory_param_off``) now lives in :mod:`.forms_data`.
 """
 
 from __future__ import annotations
@@ -155,38 +156,6 @@ def _barrier_in_callee_per_item(ctx: Context) -> None:
                                  "call ends in this barrier",
                                  fixtext="synchronise once after the loop "
                                  "(LMCache/LMCache-Ascend#216)")
-
-
-def _false_default(fn: ast.AST, name: str) -> bool:
-    args = fn.args.args
-    defaults = dict(zip([a.arg for a in args[len(args) - len(fn.args.defaults):]],
-                        fn.args.defaults, strict=True))
-    return name in defaults and const(defaults[name]) is False
-
-
-def _pin_memory_param_off(ctx: Context) -> None:
-    funcs = ctx.funcs
-    for c in ctx.calls():
-        p = keyword(c, "pin_memory")
-        fn = ctx.enclosing(c, _FUNCS)
-        if last_name(c) != "DataLoader" or not isinstance(p, ast.Name) or fn is None \
-                or not _false_default(fn, p.id):
-            continue
-        ok = True
-        for call in ctx.calls():
-            if last_name(call) != fn.name:
-                continue
-            v = keyword(call, p.id)
-            g = ctx.enclosing(call, _FUNCS)
-            if v is not None and const(v) is not False and not (
-                    isinstance(v, ast.Name) and g is not None and g.name in funcs
-                    and _false_default(g, v.id)):
-                ok = False
-        if ok:
-            ctx.add_late("script.dataloader-no-pin-memory", "info", c,
-                         f"`pin_memory={p.id}`, and `{p.id}` defaults to False in "
-                         f"`{fn.name}` and in every caller that passes it",
-                         copy="its batches are copied to the GPU (allenai/OLMoASR#23)")
 
 
 def _lists_built(fn: ast.AST) -> set[str]:

@@ -1,6 +1,6 @@
 """corpus_round22's dev forms (issue 24, round 23), continued: the per-step and per-item
-forms of ``round23_rules`` (its docstring lists them with their sources), all ``info`` and
-added late; run from ``round23_rules.round23_forms``.
+forms of the former ``round23_rules`` (:mod:`.forms_data`'s docstring lists them with
+their sources), all ``info`` and added late; run from :func:`.forms.run_forms`.
 
 Its DDP form (``ddp-no-sync``) now lives in :mod:`.forms_distributed`.
 """
