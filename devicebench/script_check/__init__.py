@@ -10,6 +10,8 @@ sees: aliases, models, compiled functions, snapshot; the rule registry), :mod:`.
 (reading scripts and notebooks), and one module per family of rules
 (:mod:`.keras_rules`, :mod:`.keras_usage_rules`, :mod:`.timing_rules`, :mod:`.tf_rules`,
 :mod:`.jax_rules`, :mod:`.torch_rules`), each rule one function with its message beside it.
+The forms that rounds 16-25 added under older rules' ids run from one dispatcher,
+:func:`.forms.run_forms`, in a fixed order; :mod:`.forms_timing` holds the timing ones.
 """
 
 from __future__ import annotations

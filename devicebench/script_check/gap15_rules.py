@@ -44,7 +44,7 @@ from devicebench.script_check.ast_tools import (
 from devicebench.script_check.context import Context, rule
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.form_rules import dataset_item_methods
-from devicebench.script_check.gap16_rules import gap16_forms
+from devicebench.script_check.forms import run_forms
 from devicebench.script_check.round15_rules import _unconditional, round15_forms
 from devicebench.script_check.torch_rules import _accelerator, _loader_calls, _pinned
 
@@ -90,7 +90,7 @@ def _from_item(node: ast.AST, names: set[str]) -> bool:
       "convert the arrays once in `__init__` (`self.x = torch.as_tensor(x, dtype="
       "torch.float32)`) and index the tensors in `__getitem__`")
 def tensor_per_item(ctx: Context) -> None:
-    gap16_forms(ctx)  # round 16's step 0 and dev forms (gap16_rules.py; checks its imports)
+    run_forms(ctx)  # the forms of rounds 16-25, in their order (forms.py)
     if not ctx.uses("torch"):
         return
     for method in dataset_item_methods(ctx):

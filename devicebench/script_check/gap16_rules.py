@@ -27,54 +27,12 @@ from devicebench.script_check.context import Context, FuncDef
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.form_rules import dataset_item_methods
 from devicebench.script_check.gap14_rules import forward_reach
-from devicebench.script_check.gap17_rules import gap17_forms
-from devicebench.script_check.gap18_rules import gap18_forms
-from devicebench.script_check.gap19_rules import gap19_forms, unpinned_siblings
-from devicebench.script_check.gap20_rules import gap20_forms
-from devicebench.script_check.gap21_rules import gap21_forms
-from devicebench.script_check.gap22_rules import gap22_forms
-from devicebench.script_check.gap23_rules import gap23_forms
-from devicebench.script_check.gap24_rules import gap24_forms
-from devicebench.script_check.gap25_rules import gap25_forms
 from devicebench.script_check.round10_rules import _to_gpu
-from devicebench.script_check.round16_rules import round16_forms
-from devicebench.script_check.round19_rules import round19_forms
-from devicebench.script_check.round20_rules import round20_forms
-from devicebench.script_check.round21_rules import round21_forms
-from devicebench.script_check.round22_rules import round22_forms
-from devicebench.script_check.round23_rules import round23_forms
-from devicebench.script_check.round24_rules import round24_forms
 from devicebench.script_check.torch_rules import _loader_calls, _pinned
 
 _FACTORIES = ("torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange",
               "torch.eye", "torch.randn", "torch.rand", "torch.linspace", "torch.tensor",
               "torch.as_tensor", "torch.from_numpy")
-
-
-def gap16_forms(ctx: Context) -> None:
-    """Run once per script by ``gap15_rules.tensor_per_item`` (the ids are older rules')."""
-    round16_forms(ctx)  # round 16's dev forms (round16_rules.py)
-    gap17_forms(ctx)  # round 17's step 0 (gap17_rules.py; checks its imports)
-    gap18_forms(ctx)  # round 18's step 0 (gap18_rules.py; checks its imports)
-    gap19_forms(ctx)  # round 19's step 0 (gap19_rules.py; checks its imports)
-    round19_forms(ctx)  # round 19's dev forms (round19_rules.py; checks its imports)
-    gap20_forms(ctx)  # round 20's step 0 (gap20_rules.py; checks its imports)
-    round20_forms(ctx)  # round 20's dev forms (round20_rules.py; checks its imports)
-    gap21_forms(ctx)  # round 21's step 0 (gap21_rules.py; checks its imports)
-    round21_forms(ctx)  # round 21's dev forms (round21_rules.py; checks its imports)
-    gap22_forms(ctx)  # round 22's step 0 (gap22_rules.py; checks its imports)
-    gap23_forms(ctx)  # round 23's step 0 (gap23_rules.py; checks its imports)
-    round22_forms(ctx)  # round 22's dev forms (round22_rules.py; checks its imports)
-    round23_forms(ctx)  # round 23's dev forms (round23_rules.py; checks its imports)
-    gap24_forms(ctx)  # round 24's step 0 (gap24_rules.py; checks its imports)
-    round24_forms(ctx)  # round 24's dev forms (round24_rules.py; checks its imports)
-    gap25_forms(ctx)  # round 25's step 0 (gap25_rules.py; checks its imports)
-    unpinned_siblings(ctx)
-    if not ctx.uses("torch"):
-        return
-    _loader_over_cuda_dataset(ctx)
-    _host_made_in_step_loop(ctx)
-    _literal_tensor_per_forward(ctx)
 
 
 def _loader_over_cuda_dataset(ctx: Context) -> None:

@@ -30,22 +30,10 @@ from devicebench.script_check.context import Context, FuncDef
 from devicebench.script_check.dataflow import callees
 from devicebench.script_check.gap14_rules import forward_reach
 from devicebench.script_check.round15_rules import _unconditional
-from devicebench.script_check.round17_rules import round17_forms
 from devicebench.script_check.vector_rules import _param_batch
 
 _BARRIERS = ("torch.cuda.synchronize", "torch.xpu.synchronize", "torch.mps.synchronize")
 _CLOCKS = ("time.time", "time.perf_counter", "time.monotonic", "time.process_time")
-
-
-def gap17_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if not ctx.uses("torch"):
-        return
-    _barrier_in_called_function(ctx)
-    _host_reads_of_handed_values(ctx)
-    _blocking_copy_in_index(ctx)
-    _per_sample_loop_over_parameter(ctx)
-    round17_forms(ctx)  # round 17's dev forms (round17_rules.py)
 
 
 def _step_loops(ctx: Context) -> list[ast.For | ast.While]:

@@ -35,13 +35,15 @@ gaps, under existing ids, all ``info`` (the cost depends on sizes the file does 
 Sources: the threads above (https://github.com/<owner>/<repo>/issues/<n> or ``/pull/<n>``);
 https://www.tensorflow.org/guide/function (retracing) and
 https://www.tensorflow.org/guide/data_performance#vectorizing_mapping.
+
+Its DDP form (``ddp-find-unused-parameters``) now lives in :mod:`.forms_distributed`.
 """
 
 from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import LOOPS, const, last_name, target_names, walk
+from devicebench.script_check.ast_tools import LOOPS, last_name, target_names, walk
 from devicebench.script_check.compile_rules import _reached, compiled_classes
 from devicebench.script_check.context import Context, FuncDef
 from devicebench.script_check.dataflow import callees
@@ -58,34 +60,6 @@ _HOST = ("numpy.load", "numpy.array", "numpy.asarray", "numpy.stack", "numpy.con
          "numpy.zeros", "numpy.ones", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile")
 _PARSERS = ("tensorflow.io.parse_single_example", "tensorflow.io.parse_single_sequence_example")
 _GRADS = ("jax.grad", "jax.value_and_grad", "jax.vjp")
-
-
-def gap18_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    from devicebench.script_check.round18_rules import round18_forms
-
-    round18_forms(ctx)  # round 18's dev forms (round18_rules.py, round18b_rules.py)
-    _find_unused_strategy(ctx)
-    if ctx.uses("torch"):
-        _graph_breaks(ctx)
-        _mask_assignment_in_forward_helper(ctx)
-    if ctx.uses("jax"):
-        _host_arrays_into_jit(ctx)
-        _inline_jit_in_traced(ctx)
-        _accumulation_loop_in_jit(ctx)
-    if ctx.uses("tensorflow"):
-        _tf_function_defined_per_call(ctx)
-        _parse_map_before_batch(ctx)
-
-
-def _find_unused_strategy(ctx: Context) -> None:
-    for call in ctx.calls():
-        for k in call.keywords:
-            v = const(k.value)
-            if k.arg == "strategy" and isinstance(v, str) and "find_unused_parameters_true" in v:
-                ctx.add("script.ddp-find-unused-parameters", "info", call,
-                        f"`strategy=\"{v}\"` passed to `{last_name(call)}` (Lightning's DDP "
-                        "with `find_unused_parameters=True`)")
 
 
 # -- torch.compile graph breaks -------------------------------------------------------------

@@ -53,6 +53,7 @@ older warning's place).
   (``script.dataloader-workers``; ybkscht, ybkscht/EfficientPose#38, 2022).
 
 Sources: the threads above (https://github.com/<owner>/<repo>/issues/<n> or ``/pull/<n>``).
+Its loader form (``_eval_hook_loaders``) now lives in :mod:`.forms_data`.
 """
 
 from __future__ import annotations
@@ -71,27 +72,6 @@ _FACTORIES = ("torch.randn", "torch.zeros", "torch.ones", "torch.empty", "torch.
 _TRANSFORMS = ("jax.vmap", "jax.grad", "jax.value_and_grad")
 _DEBUG = ("jax.debug.callback", "jax.debug.print")
 _RANDOM = ("jax.random.permutation", "jax.random.choice")
-_EVAL_HOOKS = ("get_eval_dataloader", "get_test_dataloader")
-
-
-def gap19_forms(ctx: Context) -> None:
-    """Run once per script by ``gap18_rules.gap18_forms`` (the ids are older rules')."""
-    if ctx.uses("torch"):
-        _gradscaler_bf16_choice(ctx)
-        _cudnn_benchmark_at_import(ctx)
-        _eval_hook_loaders(ctx)
-        _compiled_step_with_scheduler(ctx)
-    if ctx.uses("tensorflow") or ctx.uses("keras"):
-        _eager_eval_loop(ctx)
-        _model_factory_in_loop(ctx)
-        _sequence_threads(ctx)
-    if ctx.uses("jax"):
-        _optimizer_static_arg(ctx)
-        _closure_transform_per_call(ctx)
-        _debug_callback_traced(ctx)
-        _flax_item_and_apply(ctx)
-        _shape_loops_in_jit(ctx)
-        _random_in_loader(ctx)
 
 
 def unpinned_siblings(ctx: Context) -> None:
@@ -151,21 +131,6 @@ def _cudnn_benchmark_at_import(ctx: Context) -> None:
                              "set at import, for the whole process; the loop at "
                              f"{ctx.line(loop.lineno)} makes tensors sized by its items")
                 return
-
-
-def _eval_hook_loaders(ctx: Context) -> None:
-    for c in ctx.calls():
-        fn = ctx.enclosing(c, (ast.FunctionDef,))
-        if (last_name(c) == "DataLoader" and fn is not None and fn.name in _EVAL_HOOKS
-                and keyword(c, "num_workers") is not None
-                and const(keyword(c, "num_workers")) not in (0, None)
-                or last_name(c) == "DataLoader" and fn is not None and fn.name in _EVAL_HOOKS
-                and isinstance(keyword(c, "num_workers"), ast.Attribute)):
-            if const(keyword(c, "persistent_workers")) is not True:
-                ctx.add_late("script.dataloader-workers-respawn", "info", c,
-                             f"built in `{fn.name}`, which the trainer calls for every "
-                             "evaluation: its workers start afresh each time",
-                             workers=ast.unparse(keyword(c, "num_workers")))
 
 
 def _optimizer_names(ctx: Context) -> set[str]:

@@ -71,18 +71,6 @@ _FIX = ("keep the value on the device, or pass the host copy the caller already 
         "mirror, a size known on the host), so the host does not wait for the GPU each batch")
 
 
-def gap20_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("tensorflow"):
-        _vectorizable_map_before_batch(ctx)
-    if not ctx.uses("torch"):
-        return
-    _keyword_copies(ctx)
-    for c in ctx.calls():
-        _per_batch_call(ctx, c)
-    _slices_by_tensor_elements(ctx)
-
-
 def per_batch(ctx: Context, node: ast.AST) -> bool:
     """``hot``, or forward code, or a method of an instance a loop passes on (see above)."""
     if hot(ctx, node):

@@ -65,24 +65,6 @@ _DECODERS = ("imread", "imdecode", "decode_image", "read_image", "undistort", "c
              "Image.open", "resize")
 
 
-def gap21_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("tensorflow"):
-        _estimator_per_call(ctx)
-        _boolean_mask_in_layer(ctx)
-    if not ctx.uses("torch"):
-        return
-    for c in ctx.calls():
-        _call_form(ctx, c)
-    for n in ast.walk(ctx.tree):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1:
-            _assign_form(ctx, n)
-        elif isinstance(n, (ast.If, ast.While)):
-            _reduction_test(ctx, n)
-    _cycled_copies(ctx)
-    _float_in_dataset(ctx)
-
-
 def _loop_vars(ctx: Context, node: ast.AST) -> set[str]:
     out: set[str] = set()
     p = ctx.parents.get(node)

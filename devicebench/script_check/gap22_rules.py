@@ -55,26 +55,6 @@ _FIX = ("keep what Python needs on the host, or keep the value on the device (to
         "a buffered metric read in log()) so the host does not wait for the GPU each step")
 
 
-def gap22_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _numpy_closed_over(ctx)
-        _unjitted_transform(ctx)
-    if not any(ctx.uses(m) for m in ("torch", "transformers", "trl", "accelerate")):
-        return  # a Trainer subclass may import no torch itself (huggingface/trl#2902)
-    devices = _device_attrs(ctx)
-    for c in ctx.calls():
-        _call_form(ctx, c)
-    for n in ast.walk(ctx.tree):
-        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load):
-            _subscript_form(ctx, n, devices)
-        elif isinstance(n, (ast.If, ast.While)):
-            _reduction_compare(ctx, n)
-        elif isinstance(n, ast.For):
-            _row_by_row_grad(ctx, n)
-    _compiled_over_graphs(ctx)
-
-
 def _add(ctx: Context, *args: object, **fields: str) -> None:
     """``ctx.add_late`` with every older template's fields filled (extra ones are unused)."""
     base = {"data": "the tensor", "what": "this", "how": "the compiler", "fixtext": _FIX,

@@ -68,12 +68,8 @@ _FIX = ("copy what the host needs once per step (one non_blocking copy into a pi
         "then slice on the host), or keep the values on the device")
 
 
-def gap23_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _nested_range_in_jit(ctx)
-    if not ctx.uses("torch"):
-        return
+def _per_step_calls(ctx: Context) -> None:
+    """Reads, barriers and cache releases in a function run once per step (torch)."""
     for c in ctx.calls():
         fn = ctx.enclosing(c, _FUNCS)
         if fn is None or fn.name == "__init__":

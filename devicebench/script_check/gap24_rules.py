@@ -44,21 +44,6 @@ _STEPS = ("run_step", "train_step", "training_step")
 _LIGHTNING_STEPS = ("training_step", "validation_step", "test_step", "predict_step")
 
 
-def gap24_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _jnp_append_in_loop(ctx)
-        _apply_updates_outside_jit(ctx)
-    if not ctx.uses("torch"):
-        return
-    _callback_hook_syncs(ctx)
-    _trainer_cpu_reductions(ctx)
-    _gather_in_step_callee(ctx)
-    _host_round_trip(ctx)
-    _builtin_minmax_of_sum(ctx)
-    _cpu_numpy_comprehension_in_step(ctx)
-
-
 def _methods(cls: ast.ClassDef) -> list[ast.AST]:
     return [f for f in cls.body if isinstance(f, _FUNCS)]
 

@@ -33,16 +33,6 @@ _COLLECTIVES = ("torch.distributed.all_reduce", "torch.distributed.reduce",
 _COMPARE_OPS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
-def round16_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms``."""
-    _sync_dist_in_training_step(ctx)  # a LightningModule file need not import torch
-    if not ctx.uses("torch"):
-        return
-    _collective_per_metric(ctx)
-    _mask_assignment_in_step(ctx)
-    _item_per_element_in_forward(ctx)
-
-
 def _training_steps(ctx: Context) -> list[FuncDef]:
     steps = [m for cls in ctx.classes.values() for m in cls.body
              if isinstance(m, ast.FunctionDef) and m.name == "training_step"]

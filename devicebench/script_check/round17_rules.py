@@ -24,12 +24,6 @@ _PREDICATES = ("torch.isnan", "torch.isinf", "torch.isfinite", "torch.isneginf",
                "torch.isposinf", "torch.equal", "torch.any", "torch.all")
 
 
-def round17_forms(ctx: Context) -> None:
-    """Run once per script by ``gap17_rules.gap17_forms`` (torch files)."""
-    _predicate_truthiness_in_step(ctx)
-    _table_copy_per_iteration(ctx)
-
-
 def _step_loops(ctx: Context) -> list[ast.For | ast.While]:
     return [n for n in ast.walk(ctx.tree) if isinstance(n, ast.For | ast.While)
             and any(ctx.is_step(x) for x in walk(n.body))]

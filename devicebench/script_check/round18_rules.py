@@ -47,25 +47,6 @@ _LAX_LOOPS = ("jax.lax.scan", "jax.lax.fori_loop", "jax.lax.while_loop")
 _REDUCE = ("mean", "sum", "max", "min", "std", "var", "norm")
 
 
-def round18_forms(ctx: Context) -> None:
-    """Run once per script by ``gap18_rules.gap18_forms`` (the ids are older rules')."""
-    from devicebench.script_check.round18b_rules import round18b_forms
-
-    if ctx.uses("jax") or ctx.uses("equinox"):
-        _jit_built_per_call(ctx)
-        _lax_loop_outside_jit(ctx)
-        _static_object_per_iteration(ctx)
-    if ctx.uses("torch"):
-        _reduce_after_host_copy(ctx)
-        _item_in_backward_loop(ctx)
-        _metric_compute_per_step(ctx)
-        _no_grad_in_inference_file(ctx)
-        _scaler_for_bf16(ctx)
-    if ctx.uses("tensorflow"):
-        _batch_under_global_xla(ctx)
-    round18b_forms(ctx)
-
-
 def _traced(ctx: Context, node: ast.AST) -> bool:
     fn = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     return ctx.is_compiled_scope(node) or fn is not None and fn.name in _jitted_functions(ctx)

@@ -23,6 +23,8 @@ under existing ids, all ``info``:
   values (``np.array(m[...])``, an f-string of ``m[...]``) in the same iteration: the host
   waits for the step before the next one is queued (``script.sync-in-step-loop``; rwitten,
   AI-Hypercomputer/maxtext#390, 2024).
+
+Its DDP forms (``ddp-no-sync``) now live in :mod:`.forms_distributed`.
 """
 
 from __future__ import annotations
@@ -37,86 +39,8 @@ from devicebench.script_check.kinds import repeat_site
 _DECODERS = ("librosa.load", "librosa.stft", "soundfile.read", "scipy.io.wavfile.read")
 
 
-def round18b_forms(ctx: Context) -> None:
-    """Run by ``round18_rules.round18_forms``."""
-    if ctx.uses("torch"):
-        _no_sync_after_forward(ctx)
-        _break_in_sync_switch(ctx)
-        _micro_batch_backward(ctx)
-    if ctx.uses("tensorflow"):
-        _tf_function_per_key(ctx)
-    if ctx.uses("librosa") or ctx.uses("soundfile"):
-        _decoder_in_sequence(ctx)
-    if ctx.uses("jax"):
-        _jax_per_example_helper(ctx)
-        _step_outputs_read_in_iteration(ctx)
-
-
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _no_sync_after_forward(ctx: Context) -> None:
-    for w in ast.walk(ctx.tree):
-        if not isinstance(w, ast.With) or not any(
-                isinstance(i.context_expr, ast.Call) and last_name(i.context_expr) == "no_sync"
-                for i in w.items):
-            continue
-        back = [c for c in walk(w.body) if isinstance(c, ast.Call) and last_name(c) == "backward"]
-        if not back or any(isinstance(c, ast.Call) and not ctx.is_step(c) and last_name(c) not in (
-                "backward", "no_sync") and isinstance(ctx.parents.get(c), ast.Assign)
-                for c in walk(w.body)):
-            continue
-        block = getattr(ctx.parents.get(w), "body", [])
-        before = block[:block.index(w)] if w in block else []
-        made = {n for s in before if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
-                for t in s.targets for n in target_names(t)}
-        if made & set().union(*(_names(c.func) for c in back)):
-            ctx.add_late("script.ddp-no-sync", "info", w,
-                    "the forward that made the loss ran before this `no_sync`, outside it",
-                    reason="DDP arms the gradient all-reduce during the forward, so a "
-                           "`no_sync` around the backward alone still syncs every micro-step")
-
-
-def _break_in_sync_switch(ctx: Context) -> None:
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, ast.For):
-            continue
-        off = any(isinstance(s, ast.Assign) and any(
-            isinstance(t, ast.Attribute) and t.attr == "require_backward_grad_sync"
-            for t in s.targets) for s in walk(loop.body))
-        if not off:
-            continue
-        for b in walk(loop.body, lambda x: isinstance(x, LOOPS)):
-            if isinstance(b, ast.Break):
-                ctx.add_late("script.ddp-no-sync", "info", b,
-                        f"the loop at {ctx.line(loop.lineno)} switches gradient sync off "
-                        "module by module; after this `break` the remaining modules keep "
-                        "all-reducing every micro-step",
-                        reason="a module left out of `no_sync` syncs on every backward")
-
-
-def _micro_batch_backward(ctx: Context) -> None:
-    src = ast.unparse(ctx.tree)
-    if "no_sync" in src or not any(w in src for w in ("accelerator", "DistributedDataParallel",
-                                                       "torch.distributed")):
-        return
-    for outer in ast.walk(ctx.tree):
-        if not isinstance(outer, LOOPS):
-            continue
-        for inner in outer.body:
-            if not isinstance(inner, LOOPS):
-                continue
-            rest = [s for s in outer.body if s is not inner]
-            if not any(isinstance(c, ast.Call) and ctx.is_step(c) for c in walk(rest)):
-                continue
-            for c in walk(inner.body):
-                if isinstance(c, ast.Call) and last_name(c) == "backward":
-                    ctx.add_late("script.ddp-no-sync", "info", c,
-                            f"the micro-batch loop at {ctx.line(inner.lineno)} runs a "
-                            "backward per micro-batch before one optimizer step, with no "
-                            "`no_sync`", reason="every micro-batch's backward all-reduces "
-                            "the gradients, though only the last one needs it")
 
 
 def _tf_functions(ctx: Context) -> set[str]:

@@ -74,21 +74,6 @@ def _instances(ctx: Context, cls: str) -> set[str]:
     return out
 
 
-def round19_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("torch"):
-        _torch_syncs(ctx)
-        _loops_over_tensors(ctx)
-        _ema_chain(ctx)
-        _sharded_scaler(ctx)
-        _tensor_of_list(ctx)
-        _numpy_index_copy(ctx)
-        _compiled_per_parameter(ctx)
-    if ctx.uses("tensorflow") or ctx.uses("keras"):
-        _summary_in_batch_hook(ctx)
-        _map_func_keyword(ctx)
-
-
 def _sync(ctx: Context, node: ast.AST, what: str) -> None:
     ctx.add_late("script.sync-in-step-loop", "info", node, what, fixtext=_FIX)
 

@@ -32,6 +32,8 @@ instance a loop passes on).
   ultralytics/ultralytics#25344).
 
 Sources: the threads above (https://github.com/<owner>/<repo>/issues/<n> or ``/pull/<n>``).
+
+Its timing form (``_cpu_timer_class``) now lives in :mod:`.forms_timing`.
 """
 
 from __future__ import annotations
@@ -51,21 +53,6 @@ _STORE = ("add", "append", "push", "insert", "store", "extend")
 _COPY = "script.per-step-copy"
 _SYNC = "script.sync-in-step-loop"
 _JNP = "script.jnp-in-data-loader"
-
-
-def round20_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("torch"):
-        _ping_pong(ctx)
-        _element_sized_factory(ctx)
-        _item_in_loop(ctx)
-        _host_cast_and_frames(ctx)
-        _moved_then_buffered(ctx)
-        _tensor_undone_by_caller(ctx)
-        _cpu_timer_class(ctx)
-    if ctx.uses("jax"):
-        _jit_wrapper_of_closure(ctx)
-        _jnp_on_data_path(ctx)
 
 
 def _dump(node: ast.AST) -> str:
@@ -210,36 +197,6 @@ def _tensor_undone_by_caller(ctx: Context) -> None:
                                  data=ast.unparse(v.args[0])[:40] if v.args else "",
                                  fix="return `torch.from_numpy(...)` on the host")
                     break
-
-
-def _cpu_timer_class(ctx: Context) -> None:
-    if "cuda" not in "\n".join(ctx.lines):
-        return
-    on_device = {t.id for a in ast.walk(ctx.tree) if isinstance(a, ast.Assign)
-                 and isinstance(a.value, ast.Call) and last_name(a.value) in ("to", "cuda")
-                 for t in a.targets if isinstance(t, ast.Name)}  # model = model.to("cuda")
-    for cls in ast.walk(ctx.tree):
-        if not isinstance(cls, ast.ClassDef) or any(
-                last_name(c) == "synchronize" for c in ctx.calls([cls])):
-            continue
-        exits = [m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__exit__"]
-        withs = [w for w in ast.walk(ctx.tree) if isinstance(w, ast.With) and any(
-            isinstance(i.context_expr, ast.Call) and last_name(i.context_expr) == cls.name
-            for i in w.items)]
-        # every block it times is device work in a loop (else the older rule's report at the
-        # timed block says which one)
-        used = bool(withs) and all(ctx.enclosing(w, LOOPS) is not None and any(
-            ctx.is_tensor_op(c) or ctx.is_step(c) or last_name(c) == "backward"
-            or (isinstance(c.func, ast.Name) and c.func.id in on_device)
-            for c in ctx.calls(w.body)) for w in withs)
-        for b in walk([s for m in exits for s in m.body]) if used else []:
-            if isinstance(b, ast.BinOp) and isinstance(b.op, ast.Sub) and isinstance(
-                    b.left, ast.Call) and ctx.resolve(b.left.func) in ("time.perf_counter",
-                                                                       "time.time"):
-                ctx.add_late("script.unsynced-timing", "info", b, "a CPU timer class around "
-                             "CUDA work times the launches: no synchronize before the clock "
-                             "is read", sync="`torch.cuda.synchronize()` before each clock read",
-                             graph="batch the ops, `torch.compile`")
 
 
 def _jit_wrapper_of_closure(ctx: Context) -> None:

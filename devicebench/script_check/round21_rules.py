@@ -44,22 +44,6 @@ _SYNCS = ("item", "nonzero", "tolist")
 _FIX = "keep the values the host decides on on the CPU (a CPU copy for indexing and tests)"
 
 
-def round21_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _jit_left_unused(ctx)
-        _jit_in_callback(ctx)
-    if ctx.uses("equinox"):
-        _static_field_rewritten(ctx)
-    if ctx.uses("datasets"):
-        _tokenizer_map_unbatched(ctx)
-    if ctx.uses("torch"):
-        _index_by_device_element(ctx)
-        _syncing_callee_per_element(ctx)
-        _slices_and_masks_in_loop(ctx)
-        _branch_on_device_parameter(ctx)
-
-
 def _params(fn: ast.AST) -> list[str]:
     return [a.arg for a in fn.args.args]
 

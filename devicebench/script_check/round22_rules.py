@@ -31,6 +31,9 @@ a callee (per-item barriers, micro-batch backward).
   vllm-project/vllm#10406).
 
 Sources: the threads above (https://github.com/<owner>/<repo>/issues/<n> or ``/pull/<n>``).
+
+Its DDP form (``ddp-no-sync``) now lives in :mod:`.forms_distributed`.
+Its loader form (``_pin_memory_param_off``) now lives in :mod:`.forms_data`.
 """
 
 from __future__ import annotations
@@ -43,21 +46,6 @@ from devicebench.script_check.gap20_rules import per_batch
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SYNC = "script.sync-in-step-loop"
-
-
-def round22_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _jit_fed_appended_lists(ctx)
-    if not ctx.uses("torch"):
-        return
-    _blocking_loader_copy(ctx)
-    _sync_before_side_stream(ctx)
-    _barrier_in_callee_per_item(ctx)
-    _pin_memory_param_off(ctx)
-    _list_tensor_per_batch(ctx)
-    _micro_batch_backward(ctx)
-    _bare_compile_batch_shapes(ctx)
 
 
 def _targets(t: ast.AST) -> set[str]:
@@ -170,38 +158,6 @@ def _barrier_in_callee_per_item(ctx: Context) -> None:
                                  "(LMCache/LMCache-Ascend#216)")
 
 
-def _false_default(fn: ast.AST, name: str) -> bool:
-    args = fn.args.args
-    defaults = dict(zip([a.arg for a in args[len(args) - len(fn.args.defaults):]],
-                        fn.args.defaults, strict=True))
-    return name in defaults and const(defaults[name]) is False
-
-
-def _pin_memory_param_off(ctx: Context) -> None:
-    funcs = ctx.funcs
-    for c in ctx.calls():
-        p = keyword(c, "pin_memory")
-        fn = ctx.enclosing(c, _FUNCS)
-        if last_name(c) != "DataLoader" or not isinstance(p, ast.Name) or fn is None \
-                or not _false_default(fn, p.id):
-            continue
-        ok = True
-        for call in ctx.calls():
-            if last_name(call) != fn.name:
-                continue
-            v = keyword(call, p.id)
-            g = ctx.enclosing(call, _FUNCS)
-            if v is not None and const(v) is not False and not (
-                    isinstance(v, ast.Name) and g is not None and g.name in funcs
-                    and _false_default(g, v.id)):
-                ok = False
-        if ok:
-            ctx.add_late("script.dataloader-no-pin-memory", "info", c,
-                         f"`pin_memory={p.id}`, and `{p.id}` defaults to False in "
-                         f"`{fn.name}` and in every caller that passes it",
-                         copy="its batches are copied to the GPU (allenai/OLMoASR#23)")
-
-
 def _lists_built(fn: ast.AST) -> set[str]:
     return {t.id for a in walk(fn.body) if isinstance(a, ast.Assign)
             and isinstance(a.value, (ast.ListComp, ast.List))
@@ -223,40 +179,6 @@ def _list_tensor_per_batch(ctx: Context) -> None:
                              "list from pageable memory and waits for the stream, per batch",
                              loader="build it on the CPU (pinned) and copy with "
                              "`.to(device, non_blocking=True)` (sgl-project/sglang#35106)")
-
-
-def _names_distributed(ctx: Context) -> bool:
-    ids = {n.id.lower() for n in ast.walk(ctx.tree) if isinstance(n, ast.Name)} | {
-        n.attr.lower() for n in ast.walk(ctx.tree) if isinstance(n, ast.Attribute)} | {
-        c.name.lower() for c in ast.walk(ctx.tree) if isinstance(c, ast.ClassDef)}
-    return any(k in i for i in ids for k in ("fsdp", "ddp", "fullyshardeddataparallel",
-                                             "distributeddataparallel"))
-
-
-def _micro_batch_backward(ctx: Context) -> None:
-    if not _names_distributed(ctx) or any(last_name(c) in (
-            "no_sync", "set_requires_gradient_sync") for c in ctx.calls()):
-        return
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, ast.For):
-            continue
-        src = {ast.unparse(loop.iter)} | {
-            ast.unparse(a.value) for a in ast.walk(ctx.tree) if isinstance(a, ast.Assign)
-            and isinstance(loop.iter, ast.Name)
-            and any(isinstance(t, ast.Name) and t.id == loop.iter.id for t in a.targets)}
-        if not any(".split(" in s or ".chunk(" in s for s in src):
-            continue
-        body = list(ctx.calls(loop.body))
-        if any(last_name(c) == "step" for c in body):
-            continue
-        for c in body:
-            if last_name(c) == "backward":
-                ctx.add_late("script.ddp-no-sync", "info", c,
-                             "backward per micro-batch with gradient synchronisation on; "
-                             "the optimizer steps only after the loop",
-                             reason="each backward reduces the gradients across ranks; wrap "
-                             "the non-final micro-batches in `no_sync()` "
-                             "(verl-project/verl#7095)")
 
 
 def _bare_compiled(ctx: Context) -> set[str]:

@@ -1,6 +1,9 @@
 """corpus_round22's dev forms (issue 24, round 23), continued: the per-step and per-item
-forms of ``round23_rules`` (its docstring lists them with their sources), all ``info`` and
-added late; run from ``round23_rules.round23_forms``."""
+forms of the former ``round23_rules`` (:mod:`.forms_data`'s docstring lists them with
+their sources), all ``info`` and added late; run from :func:`.forms.run_forms`.
+
+Its DDP form (``ddp-no-sync``) now lives in :mod:`.forms_distributed`.
+"""
 
 from __future__ import annotations
 
@@ -15,24 +18,6 @@ _SYNC = "script.sync-in-step-loop"
 _EVAL_STEPS = ("validation_step", "test_step", "predict_step")
 _STEP_METHODS = ("compute_loss", "_compute_loss", "training_step", "prediction_step")
 _INPLACE = ("mul_", "add_", "addcmul_", "addcdiv_", "div_", "sqrt_", "lerp_", "sub_")
-
-
-def round23b_forms(ctx: Context) -> None:
-    """The forms below, for one script."""
-    if ctx.uses("jax"):
-        lax_map_fresh_closure(ctx)
-        jit_loop_under_vmap(ctx)
-    if not ctx.uses("torch") and not ctx.uses("transformers"):
-        return
-    _zip_comprehension_then_cat(ctx)
-    _grad_on_in_eval_steps(ctx)
-    _gather_in_trainer_step(ctx)
-    _item_per_tensor_element(ctx)
-    _index_search_per_item(ctx)
-    _per_param_optimizer_loop(ctx)
-    _no_sync_around_backward_only(ctx)
-    _host_tensor_in_loop_helper(ctx)
-    _per_datum_grad_loop(ctx)
 
 
 def _grad_on_in_eval_steps(ctx: Context) -> None:
@@ -125,32 +110,6 @@ def _per_param_optimizer_loop(ctx: Context) -> None:
                 if len(ops) >= 2:
                     ctx.add_late("script.foreach-not-used", "info", loop, n="each",
                                  op=ops[0], ops=", ".join(ops))
-
-
-def _no_sync_around_backward_only(ctx: Context) -> None:
-    for loop in ast.walk(ctx.tree):
-        if not isinstance(loop, LOOPS):
-            continue
-        for i, w in enumerate(loop.body):
-            if not isinstance(w, ast.With):
-                continue
-            for item in w.items:
-                e = item.context_expr
-                if not (isinstance(e, ast.Call) and last_name(e) in ("no_backward_sync",
-                                                                      "no_sync")):
-                    continue
-                model = ast.unparse(e.args[0]) if last_name(e) == "no_backward_sync" \
-                    and e.args else ast.unparse(e.func.value) if isinstance(
-                        e.func, ast.Attribute) else ""
-                inside = [c for c in ctx.calls(w.body)]
-                if not model or not any(last_name(c) == "backward" for c in inside) \
-                        or any(ast.unparse(c.func) == model for c in inside):
-                    continue
-                if any(ast.unparse(c.func) == model for c in ctx.calls(loop.body[:i])):
-                    ctx.add_late("script.ddp-no-sync", "info", w,
-                                 reason=f"`{model}`'s forward runs before the "
-                                        f"`{last_name(e)}` block, so the block covers "
-                                        "only the backward (Lightning-AI/lit-llama#357)")
 
 
 def _host_tensor_in_loop_helper(ctx: Context) -> None:

@@ -24,129 +24,20 @@ finding changes:
 
 Sources: https://github.com/<owner>/<repo>/pull/<n> or ``/issues/<n>`` as named above;
 https://discuss.pytorch.org/t/batching-question/102632.
+
+Its timing forms (the three ``unsynced-timing`` ones) now live in :mod:`.forms_timing`.
 """
 
 from __future__ import annotations
 
 import ast
 
-from devicebench.script_check.ast_tools import LOOPS, blocks, const, last_name, walk
+from devicebench.script_check.ast_tools import LOOPS, const, last_name, walk
 from devicebench.script_check.context import Context
-from devicebench.script_check.dataflow import torch_cpu_only, waits
-from devicebench.script_check.timing_rules import CLOCKS, _clock_pairs
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_TIMING = "script.unsynced-timing"
-_MODULE_METHODS = ("eval", "train", "parameters", "named_parameters", "to", "cuda",
-                   "state_dict", "half")
 _GPU_ARRAYS = ("cunumeric", "cupynumeric", "cupy")
 _TINY = 65_536  # elements: an assumed bound for "per-op overhead dominates"
-_JAX_SYNC = "`jax.block_until_ready(result)`"
-_TORCH_SYNC = "`torch.cuda.synchronize()` before each clock read, or CUDA events"
-
-
-def round24_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    if ctx.uses("jax"):
-        _unblocked_warmup(ctx)
-        _call_timer_instances(ctx)
-    if ctx.uses("keras") or ctx.uses("tensorflow"):
-        _predict_in_loop_callee(ctx)
-    if any(ctx.uses(lib) for lib in _GPU_ARRAYS):
-        _tiny_gpu_arrays(ctx)
-    if not ctx.uses("torch"):
-        return
-    _module_call_per_row(ctx)
-    if not torch_cpu_only(ctx):
-        _timed_received_module(ctx)
-
-
-def _module_names(ctx: Context) -> set[str]:
-    return {n.func.value.id for n in ctx.calls() if isinstance(n.func, ast.Attribute)
-            and n.func.attr in _MODULE_METHODS and isinstance(n.func.value, ast.Name)}
-
-
-def _timed_received_module(ctx: Context) -> None:
-    modules = _module_names(ctx)
-    for stmts in blocks(ctx.tree):
-        fn = ctx.enclosing(stmts[0], _FUNCS)
-        if fn is None:
-            continue
-        params = {a.arg for a in fn.args.args} & modules  # type: ignore[attr-defined]
-        for a, b in _clock_pairs(ctx, stmts):
-            region = stmts[a + 1:b]
-            if not region or waits(ctx, region + [stmts[b]]) or any(
-                    isinstance(s, LOOPS) for s in region):
-                continue
-            call = next((n for n in walk(region) if isinstance(n, ast.Call)
-                         and isinstance(n.func, ast.Name) and n.func.id in params), None)
-            if call is not None:
-                ctx.add_late(_TIMING, "info", call,
-                             f"`{call.func.id}` is a module handed in ({ctx.line(fn.lineno)}); "  # type: ignore[attr-defined]
-                             "its call returns once the forward is queued, and nothing "
-                             f"waits before {ctx.line(stmts[b].lineno)} reads the clock",
-                             sync=_TORCH_SYNC, graph="batch the ops, `torch.compile`")
-
-
-def _blocks_on(ctx: Context, loop: ast.AST, name: str) -> bool:
-    return any(isinstance(c, ast.Call) and last_name(c) == "block_until_ready" and any(
-        isinstance(i, ast.Call) and isinstance(i.func, ast.Name) and i.func.id == name
-        for i in ast.walk(c)) for c in walk(loop.body))  # type: ignore[attr-defined]
-
-
-def _unblocked_warmup(ctx: Context) -> None:
-    for stmts in blocks(ctx.tree):
-        for s, nxt in zip(stmts, stmts[1:], strict=False):
-            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-                    and isinstance(s.value.func, ast.Name)
-                    and ctx.compiled.get(s.value.func.id) == "jax"):
-                continue
-            name = s.value.func.id
-            if isinstance(nxt, LOOPS) and _blocks_on(ctx, nxt, name):
-                ctx.add_late(_TIMING, "info", s,
-                             f"the warm-up call of `{name}` is not waited for: its queued run "
-                             f"is still going when the loop at {ctx.line(nxt.lineno)} starts "
-                             "timing, and is billed to it", sync=_JAX_SYNC,
-                             graph="`jax.jit` + `jax.lax.fori_loop`")
-
-
-def _call_timers(ctx: Context) -> set[str]:
-    """Classes whose ``__call__`` reads the clock around a ``yield`` (a context timer)."""
-    out = set()
-    for cls in ctx.classes.values():
-        for f in cls.body:
-            if isinstance(f, ast.FunctionDef) and f.name == "__call__":
-                for a, b in _clock_pairs(ctx, f.body):
-                    if any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Yield)
-                           for s in f.body[a + 1:b]):
-                        out.add(cls.name)
-    return out
-
-
-def _call_timer_instances(ctx: Context) -> None:
-    timers = _call_timers(ctx)
-    if not timers or ctx.uses("torch") or ctx.uses("tensorflow"):
-        return
-    attrs = {t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")
-             for n in ast.walk(ctx.tree) if isinstance(n, ast.Assign)
-             and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
-             and n.value.func.id in timers for t in n.targets}
-    for w in ast.walk(ctx.tree):
-        if not isinstance(w, ast.With) or not any(
-                isinstance(i.context_expr, ast.Call) and last_name(i.context_expr.func) in attrs
-                for i in w.items):
-            continue
-        if waits(ctx, list(w.body)):
-            continue
-        call = next((n for s in w.body if isinstance(s, ast.Assign)
-                     for n in [s.value] if isinstance(n, ast.Call)
-                     and ctx.resolve(n.func) not in CLOCKS), None)
-        if call is not None:
-            ctx.add_late(_TIMING, "info", call,
-                         f"the timer's `__call__` reads the clock around its `yield`; this "
-                         "JAX call returns once its work is dispatched, so the `with` at "
-                         f"{ctx.line(w.lineno)} times the dispatch", sync=_JAX_SYNC,
-                         graph="`jax.jit` + `jax.lax.fori_loop`")
 
 
 def _loop_names(loop: ast.AST) -> set[str]:

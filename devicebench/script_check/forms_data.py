@@ -1,4 +1,11 @@
-"""corpus_round22's dev forms (issue 24, round 23), under existing ids, all ``info`` and
+"""Data-loader forms (issue 24, rounds 19, 22, 23 and 25; run by :func:`.forms.run_forms`):
+loaders left without workers or pinned memory, loaders rebuilt (and their workers
+re-spawned) per evaluation, data sets whose items loop or read pandas rows; the sources
+of each form are in the corpus READMEs of the round named in :mod:`.forms`.
+
+Round 23's dev forms (formerly ``round23_rules.py``), as that module described them:
+
+corpus_round22's dev forms (issue 24, round 23), under existing ids, all ``info`` and
 added late (``Context.add_late``: none takes an older warning's place). They extend calls
 followed (a loader built in a function and iterated per epoch by its caller; keyword
 dictionaries followed to every caller; a Dataset method reached from ``__getitem__``; a
@@ -59,22 +66,10 @@ import ast
 
 from devicebench.script_check.ast_tools import LOOPS, const, keyword, last_name, walk
 from devicebench.script_check.context import Context
-from devicebench.script_check.round23b_rules import round23b_forms
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _WORKERS = "script.dataloader-workers"
-
-
-def round23_forms(ctx: Context) -> None:
-    """Run once per script by ``gap16_rules.gap16_forms`` (the ids are older rules')."""
-    round23b_forms(ctx)
-    if not ctx.uses("torch") and not ctx.uses("transformers"):
-        return
-    _training_args_no_workers(ctx)
-    _loader_kwargs_never_set(ctx)
-    _loader_of_looping_dataset(ctx)
-    _pandas_row_in_getitem_helper(ctx)
-    _returned_loader_respawn(ctx)
+_EVAL_HOOKS = ("get_eval_dataloader", "get_test_dataloader")
 
 
 def _is_loader(c: ast.Call) -> bool:
@@ -213,3 +208,83 @@ def _returned_loader_respawn(ctx: Context) -> None:
                        for n in ast.walk(scope)):
                     ctx.add_late("script.dataloader-workers-respawn", "info", c,
                                  workers=ast.unparse(w))
+
+
+def _eval_hook_loaders(ctx: Context) -> None:
+    for c in ctx.calls():
+        fn = ctx.enclosing(c, (ast.FunctionDef,))
+        if (last_name(c) == "DataLoader" and fn is not None and fn.name in _EVAL_HOOKS
+                and keyword(c, "num_workers") is not None
+                and const(keyword(c, "num_workers")) not in (0, None)
+                or last_name(c) == "DataLoader" and fn is not None and fn.name in _EVAL_HOOKS
+                and isinstance(keyword(c, "num_workers"), ast.Attribute)):
+            if const(keyword(c, "persistent_workers")) is not True:
+                ctx.add_late("script.dataloader-workers-respawn", "info", c,
+                             f"built in `{fn.name}`, which the trainer calls for every "
+                             "evaluation: its workers start afresh each time",
+                             workers=ast.unparse(keyword(c, "num_workers")))
+
+
+def _false_default(fn: ast.AST, name: str) -> bool:
+    args = fn.args.args
+    defaults = dict(zip([a.arg for a in args[len(args) - len(fn.args.defaults):]],
+                        fn.args.defaults, strict=True))
+    return name in defaults and const(defaults[name]) is False
+
+
+def _pin_memory_param_off(ctx: Context) -> None:
+    funcs = ctx.funcs
+    for c in ctx.calls():
+        p = keyword(c, "pin_memory")
+        fn = ctx.enclosing(c, _FUNCS)
+        if last_name(c) != "DataLoader" or not isinstance(p, ast.Name) or fn is None \
+                or not _false_default(fn, p.id):
+            continue
+        ok = True
+        for call in ctx.calls():
+            if last_name(call) != fn.name:
+                continue
+            v = keyword(call, p.id)
+            g = ctx.enclosing(call, _FUNCS)
+            if v is not None and const(v) is not False and not (
+                    isinstance(v, ast.Name) and g is not None and g.name in funcs
+                    and _false_default(g, v.id)):
+                ok = False
+        if ok:
+            ctx.add_late("script.dataloader-no-pin-memory", "info", c,
+                         f"`pin_memory={p.id}`, and `{p.id}` defaults to False in "
+                         f"`{fn.name}` and in every caller that passes it",
+                         copy="its batches are copied to the GPU (allenai/OLMoASR#23)")
+
+
+def _small_default_params(fn: ast.AST) -> set[str]:
+    args = fn.args  # type: ignore[attr-defined]
+    pos = args.args[len(args.args) - len(args.defaults):]
+    pairs = list(zip(pos, args.defaults, strict=True)) + [
+        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+    return {a.arg for a, d in pairs if isinstance(const(d), int) and 0 < const(d) <= 4}
+
+
+def _capped_workers(ctx: Context) -> None:
+    for fn in ast.walk(ctx.tree):
+        if not isinstance(fn, _FUNCS):
+            continue
+        small = _small_default_params(fn)
+        if not small:
+            continue
+        passed = {k.value.id for c in ctx.calls(fn.body) for k in c.keywords
+                  if k.arg in ("workers", "num_workers") and isinstance(k.value, ast.Name)}
+        for s in walk(fn.body):
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id in passed
+                    and isinstance(s.value, ast.Call)):
+                continue
+            caps = [x for x in list(s.value.args) + [k.value for k in s.value.keywords]
+                    if isinstance(x, ast.Name) and x.id in small]
+            if caps:
+                ctx.add_late("script.dataloader-workers", "info", s,
+                             f"the worker count is capped by `{caps[0].id}`, which defaults to "
+                             "a few processes: loading stays behind the device on a machine "
+                             "with more cores",
+                             work="the data generator loads and preprocesses in Python",
+                             dev="GPU")
