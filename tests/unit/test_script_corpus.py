@@ -397,8 +397,9 @@ _PITFALL = re.compile(r"#\s*pitfall:\s*([\w.\-|]+)")
 # Twenty-third round (corpus_round22, split by random.Random(46) before any check; two
 # collectors, 38 files): round22_dev at its first check (rules through step 0, 6d57c84) 8/33
 # with 6 false alarms (older rules' warnings on real but unmarked syncs and timings). Rules
-# written against round22_dev and the seen sets (script_check/round23_rules.py and
-# round23b_rules.py: loaders built in one function and iterated per epoch by its caller,
+# written against round22_dev and the seen sets (script_check/round23_rules.py -- since
+# moved to forms_data.py -- and round23b_rules.py: loaders built in one function and
+# iterated per epoch by its caller,
 # **kwargs loaders no caller gives workers or pinning, TrainingArguments without loader
 # workers, Dataset helpers reached from __getitem__ looping over pandas rows, autograd turned
 # on in eval steps, accelerator gathers in Trainer loss methods, .item() per tensor element,

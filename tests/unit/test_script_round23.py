@@ -1,5 +1,6 @@
-"""Round 23's rules (issue 24): corpus_round22's dev forms (script_check/round23_rules.py);
-each form fires and stays silent on the fixed or a near form."""
+"""Round 23's rules (issue 24): corpus_round22's dev forms (written in
+script_check/round23_rules.py, now in forms_data.py); each form fires and stays silent on
+the fixed or a near form."""
 
 from __future__ import annotations
 
