@@ -294,7 +294,7 @@ ROUND24_HELDOUT_DIAGNOSED_AT_LEAST = 1  # of 9 (11%); a floor, not raised by lat
 # torch 2.6, transformers >= 4.50 with torch-npu before 2.5.1, tensorflow-rocm's hosting in the
 # not-a-ROCm-build fix, studied its misses: 5/9 now, seen)
 # round25_cases.json (40), split by round25_split.json before any check ran on it (c9820b3):
-ROUND25_DEV_DIAGNOSED_AT_LEAST = 9  # of 20 (before its rules: 9/20)
+ROUND25_DEV_DIAGNOSED_AT_LEAST = 19  # of 20 (before its rules: 9/20)
 
 
 def half_of(url: str) -> str:

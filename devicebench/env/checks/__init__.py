@@ -93,6 +93,7 @@ from devicebench.env.checks.host import check_blas
 from devicebench.env.checks.hosting import (
     check_container_no_gpu,
     check_docker_desktop_vm,
+    check_local_version_not_on_index,
     check_platform_without_wheels,
     check_sandbox,
     check_virtual_mac,
@@ -330,6 +331,7 @@ CHECKS: list[Check] = [
     check_python_supported,
     check_wsl_container_driver_libs,
     check_container_no_gpu,
+    check_local_version_not_on_index,
     check_cuda_build_no_driver,
     check_virtual_mac,
     check_docker_desktop_vm,

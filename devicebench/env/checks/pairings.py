@@ -61,7 +61,10 @@ def check_conda_cpu_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "apart only by the build string; the solver picks whichever ranks higher (a newer "
                 "build timestamp, channel order), so the version is right and the GPU code is "
                 "absent.",
-            fix=f"conda install '{name}={version}=*cu*'{channel}  # pin a CUDA build string",
+            fix=(f"conda install -c conda-forge '{name}={version}=cuda*'  # conda-forge's CUDA "
+                 "builds; or: conda install -c conda-forge pytorch-gpu"
+                 if name == "pytorch" and rec["build"].startswith("cpu_") else
+                 f"conda install '{name}={version}=*cu*'{channel}  # pin a CUDA build string"),
             source=entry["source"]))
     return out
 
