@@ -65,10 +65,11 @@ def test_conda_forge_cpu_pytorch_names_its_cuda_builds() -> None:
     doc["host"] = {**LINUX, "conda_env": True}
     f = _ids(doc)["conda.cpu-build"]
     assert "cuda*" in f.fix and "pytorch-gpu" in f.fix
-    # the pytorch channel's CPU build keeps the generic pin
+    # the pytorch channel's CPU build gets that channel's pin (with pytorch-cuda since round
+    # 27's step 0), not conda-forge's metapackage
     doc["conda_meta_listing"] = ["pytorch-2.1.0-py3.11_cpu_0.json"]
     f = _ids(doc)["conda.cpu-build"]
-    assert "*cu*" in f.fix and "pytorch-gpu" not in f.fix
+    assert "=*cuda*' pytorch-cuda=" in f.fix and "pytorch-gpu" not in f.fix
 
 
 def test_a_pre_04_cpu_jaxlib_names_that_release_cuda_extra() -> None:

@@ -125,6 +125,7 @@ from devicebench.env.checks.pairings import (
     check_conda_cpu_build,
     check_keras2_release,
     check_keras3_addons_on_legacy,
+    check_keras_two_distributions,
 )
 from devicebench.env.checks.pins import check_project_pins
 from devicebench.env.checks.pip_check import check_pip_requirements, drop_covered
@@ -326,6 +327,7 @@ CHECKS: list[Check] = [
     check_keras_internal_imports,
     check_addon_sets_legacy_keras,
     check_keras2_release,
+    check_keras_two_distributions,
     check_keras3_addons_on_legacy,
     check_windows_no_gpu,
     check_python_supported,
