@@ -52,7 +52,8 @@ def test_a_cpu_conda_build_on_an_nvidia_machine_is_named_with_a_build_string_pin
     assert "py311_torch_2.2.0_cpu" in f.observed and "RTX 3090" in f.observed
     # conda-forge's CPU pytorch (cpu_mkl_...) is named too, without a channel
     forge = _raw({"torch": "2.4.1"}, conda=["pytorch-2.4.1-cpu_mkl_py311h6a7d3b1_100.json"])
-    assert _ids(forge)["conda.cpu-build"].fix.startswith("conda install 'pytorch=2.4.1=*cu*'  #")
+    assert _ids(forge)["conda.cpu-build"].fix.startswith(  # conda-forge's own build names
+        "conda install -c conda-forge 'pytorch=2.4.1=cuda*'  #")
 
 
 def test_conda_builds_stay_silent_when_cuda_built_or_no_gpu() -> None:

@@ -93,6 +93,7 @@ from devicebench.env.checks.host import check_blas
 from devicebench.env.checks.hosting import (
     check_container_no_gpu,
     check_docker_desktop_vm,
+    check_local_version_not_on_index,
     check_platform_without_wheels,
     check_sandbox,
     check_virtual_mac,
@@ -124,6 +125,7 @@ from devicebench.env.checks.pairings import (
     check_conda_cpu_build,
     check_keras2_release,
     check_keras3_addons_on_legacy,
+    check_keras_two_distributions,
 )
 from devicebench.env.checks.pins import check_project_pins
 from devicebench.env.checks.pip_check import check_pip_requirements, drop_covered
@@ -325,11 +327,13 @@ CHECKS: list[Check] = [
     check_keras_internal_imports,
     check_addon_sets_legacy_keras,
     check_keras2_release,
+    check_keras_two_distributions,
     check_keras3_addons_on_legacy,
     check_windows_no_gpu,
     check_python_supported,
     check_wsl_container_driver_libs,
     check_container_no_gpu,
+    check_local_version_not_on_index,
     check_cuda_build_no_driver,
     check_virtual_mac,
     check_docker_desktop_vm,

@@ -153,12 +153,13 @@ def nvidia_causes(name: str, probe: FrameworkProbe, snap: EnvSnapshot, kb: KB) -
                 )
         if not plugins:
             cuda = "cuda13" if major_minor(snap.nvidia_smi.cuda_version)[:1] >= (13,) else "cuda12"
+            fix = f"pip install -U 'jax[{cuda}]'"
+            if jaxlib and not at_least(jaxlib, "0.4"):  # no cuda12 extra then (as remembered)
+                fix = (f"pip install 'jax[cuda11_cudnn82]=={probe.version}' -f "
+                       "https://storage.googleapis.com/jax-releases/jax_cuda_releases.html  "
+                       f"# jaxlib {jaxlib} predates jax[cuda12]; or pip install -U 'jax[{cuda}]'")
             causes.append(
-                (
-                    "a CPU-only jaxlib (no jax-cuda12-plugin / jax-cuda13-plugin)",
-                    f"pip install -U 'jax[{cuda}]'",
-                    (),
-                )
+                ("a CPU-only jaxlib (no jax-cuda12-plugin / jax-cuda13-plugin)", fix, ())
             )
         causes.append(
             ("JAX found no CUDA backend", "python -c 'import jax; jax.devices(\"gpu\")'", ())

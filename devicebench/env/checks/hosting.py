@@ -202,3 +202,39 @@ def check_wsl_container_driver_libs(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             f"to {info['docker_desktop_fixed']} or newer, then restart the container; or go back "
             f"to a Windows driver before {info['driver_from']} ({info['last_driver_before']})",
         source=info["source"])]
+
+
+# pip's "No matching distribution found for torch==2.5.1+cu121", uv's and pixi's "there is no
+# version of torch==2.5.1+cu121": a local-version build (+cuNNN/+cpu/+rocmX.Y/+xpu) asked where
+# only PyPI is searched (round 26, from prefix-dev/pixi#2398).
+_LOCAL_PIN = re.compile(r"(?:no matching distribution found for|there is no version of)\s+"
+                        r"(torch|torchvision|torchaudio)\s*==\s*([0-9][\w.]*)\+(cu\d+|cpu|"
+                        r"rocm[\d.]+|xpu)", re.I)
+_LOCAL_PIN_SOURCE = ("https://github.com/prefix-dev/pixi/issues/2398 (the pixi maintainer: "
+                     "[pypi-options] extra-index-urls with PyTorch's cu121 index) ; "
+                     "https://pytorch.org/get-started/locally/ (the +cuNNN wheels live on "
+                     "download.pytorch.org/whl/cuNNN)")
+
+
+def check_local_version_not_on_index(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """The installer said it found no torch==X+cuNNN: those builds are not on PyPI, only on
+    PyTorch's own index, which the project did not declare."""
+    for probe in snap.frameworks.values():
+        m = _LOCAL_PIN.search(f"{probe.error}\n{probe.said}")
+        if not m:
+            continue
+        dist, version, tag = m.group(1), m.group(2), m.group(3).lower()
+        index = f"https://download.pytorch.org/whl/{tag}"
+        return [Finding(
+            "install.local-version-not-on-index", "error",
+            f"{dist}=={version}+{tag} is not on PyPI: the +{tag} builds are only on PyTorch's "
+            "index",
+            observed=m.group(0),
+            why=f"PyPI holds no local-version ({dist}=={version}+{tag}) wheels; they are "
+                f"published on {index}, so a resolver that searches PyPI alone finds no such "
+                f"version and installs no {dist}.",
+            fix=f"add {index} as an index: pip install '{dist}=={version}' --index-url {index}; "
+                f"pixi: [pypi-options] extra-index-urls = [\"{index}\"]; uv: a [[tool.uv.index]] "
+                f"with url = \"{index}\" for {dist}",
+            source=_LOCAL_PIN_SOURCE)]
+    return []

@@ -40,6 +40,18 @@ def cpu_build(build: str) -> bool:
     return "cpu" in build.lower().replace("-", "_").split("_")
 
 
+def _pytorch_channel_fix(snap: EnvSnapshot, version: str) -> str:
+    """The pytorch channel's CUDA build with its pytorch-cuda metapackage pinned: without the
+    pin (or when a nightly's CUDA builds are not up yet) the solver takes the CPU build
+    (pytorch/test-infra#4567, AI4OPT/ML4OPF#9, round 27 step 0)."""
+    rec = snap.conda_builds.get("pytorch-cuda")
+    smi = snap.nvidia_smi.cuda_version if snap.nvidia_smi else ""
+    cuda = rec["version"] if rec else ("12.1" if at_least(smi, "12.1") else "11.8")
+    channel = "pytorch-nightly" if ".dev" in version else "pytorch"
+    return (f"conda install 'pytorch={version}=*cuda*' pytorch-cuda={cuda} -c {channel} "
+            "-c nvidia  # the CUDA build string and pytorch-cuda pinned together")
+
+
 def check_conda_cpu_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
     """A conda package's CPU build installed on a machine with an NVIDIA GPU."""
     if not snap.conda_builds or not has_nvidia_gpu(snap):
@@ -61,7 +73,11 @@ def check_conda_cpu_build(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 "apart only by the build string; the solver picks whichever ranks higher (a newer "
                 "build timestamp, channel order), so the version is right and the GPU code is "
                 "absent.",
-            fix=f"conda install '{name}={version}=*cu*'{channel}  # pin a CUDA build string",
+            fix=(f"conda install -c conda-forge '{name}={version}=cuda*'  # conda-forge's CUDA "
+                 "builds; or: conda install -c conda-forge pytorch-gpu"
+                 if name == "pytorch" and rec["build"].startswith("cpu_") else
+                 _pytorch_channel_fix(snap, version) if name == "pytorch" else
+                 f"conda install '{name}={version}=*cu*'{channel}  # pin a CUDA build string"),
             source=entry["source"]))
     return out
 
@@ -125,3 +141,22 @@ def check_keras3_addons_on_legacy(snap: EnvSnapshot, kb: KB) -> list[Finding]:
                 f"Keras 3 (import keras); or keep the Keras 2 code off {entry['dist']}",
             source=entry["source"]))
     return out
+
+
+def check_keras_two_distributions(snap: EnvSnapshot, kb: KB) -> list[Finding]:
+    """keras and keras-nightly installed together: both write the one keras/ package, so the
+    tree mixes two releases (keras-team/keras#19875, round 27 step 0)."""
+    if not (snap.has("keras") and snap.has("keras-nightly")):
+        return []
+    return [Finding(
+        "keras.two-distributions", "error",
+        "keras and keras-nightly are both installed: they write the same keras package",
+        observed=f"keras {snap.version_of('keras')} and keras-nightly "
+                 f"{snap.version_of('keras-nightly')}",
+        why="keras-nightly and keras install into one keras/ directory; the second install "
+            "overwrites part of the first, leaving a mixed tree whose keras/__init__.py imports "
+            "modules the other release's files do not provide, so import keras fails.",
+        fix="pip uninstall keras keras-nightly  # both; then: pip install keras (or "
+            "keras-nightly alone)",
+        source="https://github.com/keras-team/keras/issues/19875 (the Keras maintainer: an "
+               "environment conflict; uninstall the keras packages first)")]

@@ -35,7 +35,8 @@ SOURCE = "https://pip.pypa.io/en/stable/cli/pip_check/ (pip check: Requires-Dist
 _ML_PREFIXES = ("tensorflow", "tf-keras", "tf-nightly", "keras", "torch", "jax", "flax",
                 "nvidia-", "mlx", "triton", "xformers", "flash-attn", "tensorboard",
                 "intel-extension-for-", "libtpu", "pytorch-", "segmentation-models",
-                "classification-models", "efficientnet", "bitsandbytes", "deepspeed")
+                "classification-models", "efficientnet", "bitsandbytes", "deepspeed",
+                "transformers", "accelerate", "diffusers", "peft")
 # Packages other code is compiled against: an exact pin on one of these is an ABI pin.
 _COMPILED_AGAINST = {"torch", "tensorflow", "tensorflow-cpu", "tensorflow-gpu",
                      "tensorflow-macos", "jaxlib"}
@@ -144,6 +145,17 @@ def no_wheels_for(name: str, spec: SpecifierSet, python: str, kb: KB) -> str:
     return "" if fits else " or ".join(dict.fromkeys(ranges))
 
 
+def lower_first(spec: SpecifierSet) -> str:
+    """A specifier set written with its lower bounds first (pip sorts them as text).
+
+    Example:
+        >>> lower_first(SpecifierSet("<1.0,>=0.15.1"))
+        '>=0.15.1,<1.0'
+    """
+    return ",".join(sorted((str(s) for s in spec),
+                           key=lambda t: (not t.startswith((">", "~", "==")), t)))
+
+
 def _conflict(owner: str, owner_v: str, req: Requirement, have: str, snap: EnvSnapshot,
               kb: KB) -> Finding:
     os_name = snap.host.os
@@ -155,7 +167,7 @@ def _conflict(owner: str, owner_v: str, req: Requirement, have: str, snap: EnvSn
     short = compact(name, spec)
     other = f"install the {owner} release whose requirement {name} {have} meets"
     no_wheels = no_wheels_for(name, spec, python, kb)
-    fix = (f"pip install '{name}{spec}'  # " + (f"= {short}, " if short else "")
+    fix = (f"pip install '{name}{lower_first(spec)}'  # " + (f"= {short}, " if short else "")
            + f"what {owner} {owner_v} requires; or {other}" if not no_wheels else
            f"{other}  # {name}{spec} has no wheels for Python {python} (it supports "
            f"Python {no_wheels})")

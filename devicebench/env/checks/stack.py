@@ -192,6 +192,8 @@ def check_requires(snap: EnvSnapshot, kb: KB) -> list[Finding]:
             snap.blas.numpy_version if req["needs"] == "numpy" else "")
         if not v or not matches(v, req["when"]) or not dep or matches(dep, req["spec"]):
             continue
+        if req.get("python") and not matches(snap.host.python_version, req["python"]):
+            continue  # a pairing that breaks only on some Python releases
         out.append(Finding(
             "stack.dependency-range", "error",
             f"{req['needs']} {dep} with {req['dist']} {v}: it needs {req['needs']}{req['spec']}",
