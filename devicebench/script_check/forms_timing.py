@@ -7,6 +7,7 @@ named in :mod:`.forms` (corpus_round19, corpus_round23)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Iterator
 
 from devicebench.script_check.ast_tools import LOOPS, blocks, const, keyword, last_name, walk
 from devicebench.script_check.context import Context
@@ -28,26 +29,37 @@ def _module_names(ctx: Context) -> set[str]:
             and n.func.attr in _MODULE_METHODS and isinstance(n.func.value, ast.Name)}
 
 
-def _timed_received_module(ctx: Context) -> None:
-    modules = _module_names(ctx)
+def _timed_calls(ctx: Context, pick: Callable[[ast.AST, set[str]], set[str]],
+                 also: Callable[[ast.Call, ast.AST], bool] = lambda call, fn: True,
+                 ) -> Iterator[tuple[ast.AST, ast.Call, ast.stmt]]:
+    """(function, call, the statement reading the clock again): a call of a name of the
+    enclosing function's parameters (those ``pick(fn, params)`` keeps, for which ``also``
+    holds) between two clock reads of one block, with no wait and no loop between them."""
     for stmts in blocks(ctx.tree):
         fn = ctx.enclosing(stmts[0], _FUNCS)
         if fn is None:
             continue
-        params = {a.arg for a in fn.args.args} & modules  # type: ignore[attr-defined]
+        params = pick(fn, {a.arg for a in fn.args.args})  # type: ignore[attr-defined]
         for a, b in _clock_pairs(ctx, stmts):
             region = stmts[a + 1:b]
             if not region or waits(ctx, region + [stmts[b]]) or any(
                     isinstance(s, LOOPS) for s in region):
                 continue
             call = next((n for n in walk(region) if isinstance(n, ast.Call)
-                         and isinstance(n.func, ast.Name) and n.func.id in params), None)
+                         and isinstance(n.func, ast.Name) and n.func.id in params
+                         and also(n, fn)), None)
             if call is not None:
-                ctx.add_late(_TIMING, "info", call,
-                             f"`{call.func.id}` is a module handed in ({ctx.line(fn.lineno)}); "  # type: ignore[attr-defined]
-                             "its call returns once the forward is queued, and nothing "
-                             f"waits before {ctx.line(stmts[b].lineno)} reads the clock",
-                             sync=_TORCH_SYNC, graph="batch the ops, `torch.compile`")
+                yield fn, call, stmts[b]
+
+
+def _timed_received_module(ctx: Context) -> None:
+    modules = _module_names(ctx)
+    for fn, call, read in _timed_calls(ctx, lambda fn, params: params & modules):
+        ctx.add_late(_TIMING, "info", call,
+                     f"`{call.func.id}` is a module handed in ({ctx.line(fn.lineno)}); "  # type: ignore[attr-defined]
+                     "its call returns once the forward is queued, and nothing "
+                     f"waits before {ctx.line(read.lineno)} reads the clock",
+                     sync=_TORCH_SYNC, graph="batch the ops, `torch.compile`")
 
 
 def _blocks_on(ctx: Context, loop: ast.AST, name: str) -> bool:
@@ -118,26 +130,16 @@ def _moved(ctx: Context, fn: ast.AST) -> set[str]:
 
 
 def _timed_param_on_device_input(ctx: Context) -> None:
-    for stmts in blocks(ctx.tree):
-        fn = ctx.enclosing(stmts[0], _FUNCS)
-        if fn is None:
-            continue
-        params, moved = {a.arg for a in fn.args.args}, _moved(ctx, fn)  # type: ignore[attr-defined]
-        for a, b in _clock_pairs(ctx, stmts):
-            region = stmts[a + 1:b]
-            if not region or waits(ctx, region + [stmts[b]]) or any(
-                    isinstance(s, LOOPS) for s in region):
-                continue
-            call = next((n for n in walk(region) if isinstance(n, ast.Call)
-                         and isinstance(n.func, ast.Name) and n.func.id in params
-                         and any(isinstance(x, ast.Name) and x.id in moved for x in n.args)),
-                        None)
-            if call is not None:
-                ctx.add_late(_TIMING, "info", call,
-                             f"`{call.func.id}` (a parameter) is called on a tensor moved to "  # type: ignore[attr-defined]
-                             "the device above; it returns once the work is queued, and "
-                             f"nothing waits before {ctx.line(stmts[b].lineno)} reads the clock",
-                             sync=_TORCH_SYNC, graph=_GRAPH)
+    def on_moved(call: ast.Call, fn: ast.AST) -> bool:
+        moved = _moved(ctx, fn)
+        return any(isinstance(x, ast.Name) and x.id in moved for x in call.args)
+
+    for _, call, read in _timed_calls(ctx, lambda fn, params: params, on_moved):
+        ctx.add_late(_TIMING, "info", call,
+                     f"`{call.func.id}` (a parameter) is called on a tensor moved to "  # type: ignore[attr-defined]
+                     "the device above; it returns once the work is queued, and "
+                     f"nothing waits before {ctx.line(read.lineno)} reads the clock",
+                     sync=_TORCH_SYNC, graph=_GRAPH)
 
 
 def _reads_clock(ctx: Context, node: ast.AST) -> bool:
