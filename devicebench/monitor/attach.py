@@ -68,9 +68,9 @@ def monitor_wrapper(options: dict[str, Any]):
         from devicebench.monitor.callback import TrainingMonitor
 
         callbacks = list(kwargs.get("callbacks") or [])
+        _count_fit()  # a fit ran under the monitor (ours, or the script's own TrainingMonitor)
         if not any(isinstance(cb, TrainingMonitor) for cb in callbacks):
             fits["n"] += 1
-            _count_fit()
             opts = dict(options)
             for key in ("csv_path", "tensorboard_dir"):
                 if key in opts:

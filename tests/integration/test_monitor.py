@@ -211,6 +211,23 @@ def test_a_script_with_no_keras_fit_is_told_nothing_was_timed(tmp_path: Path) ->
     assert f"`devicebench doctor {script}`" in line
 
 
+def test_a_script_with_its_own_training_monitor_is_not_told_nothing_ran(tmp_path: Path
+                                                                         ) -> None:
+    script = tmp_path / "own.py"
+    script.write_text(
+        "import numpy as np, keras\n"
+        "from devicebench.keras import TrainingMonitor\n"
+        "x = np.random.rand(64, 4).astype('float32'); y = x.sum(1, keepdims=True)\n"
+        "m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "m.compile('sgd', 'mse')\n"
+        "m.fit(x, y, epochs=1, batch_size=16, verbose=0, callbacks=[TrainingMonitor()])\n")
+    env = _env("jax")
+    env.pop("DEVICEBENCH_MONITOR")
+    res = run_cli("monitor", "--no-store", "--", sys.executable, str(script), env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "no Keras fit() ran" not in res.stderr
+
+
 def _has_nvidia() -> bool:
     return shutil.which("nvidia-smi") is not None and has_module("pynvml")
 
