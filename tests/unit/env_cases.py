@@ -25,6 +25,15 @@ def finding_ids(raw: dict) -> dict[str, Finding]:
     return {f.id: f for f in run_checks(snapshot_from_raw(raw))}
 
 
+# The host layers the doctor rule tests of rounds 22-25 build their raw cases on.
+LINUX = {"system": "Linux", "machine": "x86_64", "python_version": "3.10.12",
+         "python_implementation": "CPython", "conda_env": False, "python_prefix": "/usr",
+         "os_release_name": "Ubuntu 22.04.3 LTS", "kernel_release": "5.15.0-91-generic"}
+WIN = {"system": "Windows", "machine": "AMD64", "python_version": "3.10.11",
+       "python_implementation": "CPython", "platform": "Windows-10-10.0.22631-SP0",
+       "python_prefix": "C:\\Users\\u\\venv", "conda_env": False}
+
+
 def warned(raw: dict, *, infos: bool = False) -> dict[str, Finding]:
     """The doctor's warnings and errors on ``raw`` replayed, by id (``infos``: every finding)."""
     return {f.id: f for f in run_checks(snapshot_from_raw(raw)) if infos or f.severity != "info"}

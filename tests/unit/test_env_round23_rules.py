@@ -8,14 +8,9 @@ snapshot_from_raw."""
 
 from __future__ import annotations
 
+from tests.unit.env_cases import LINUX, WIN
 from tests.unit.env_cases import warned as _ids
 
-LINUX = {"system": "Linux", "machine": "x86_64", "python_version": "3.10.12",
-         "python_implementation": "CPython", "conda_env": False, "python_prefix": "/usr",
-         "os_release_name": "Ubuntu 22.04.3 LTS", "kernel_release": "5.15.0-91-generic"}
-WIN = {"system": "Windows", "machine": "AMD64", "python_version": "3.10.11",
-       "python_implementation": "CPython", "platform": "Windows-10-10.0.22631-SP0",
-       "python_prefix": "C:\\Users\\u\\venv", "conda_env": False}
 SMI = {"header": "| NVIDIA-SMI 535.129.03    Driver Version: 535.129.03    "
                  "CUDA Version: 12.2     |",
        "rows": "0, NVIDIA A100-SXM4-80GB, 81920, 8.0"}
